@@ -1,0 +1,394 @@
+//! Expansion of the bean attributes and of the modifier attributes written above them.
+//!
+//! A bean attribute keeps the function as written (minus the metadata attributes it
+//! consumed) and adds three items that share the function's name in the other namespaces:
+//!
+//! * a braced marker struct (type namespace) whose `BeanFactory` and `ParamKey<N>` impls name
+//!   the bean type and each dependency type *where they were written*, so generated code never
+//!   re-resolves a forwarded type at the `compose!` site;
+//! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
+//!   function's name (macro namespace), which hands the descriptor to the next link of a
+//!   `compose!` chain;
+//! * a compile-time assertion that the output fits the attribute (`#[tool]`,
+//!   `#[model_provider]`, `#[stage]`).
+
+use crate::attr::{self, BeanKind, BeanMeta, Modifier};
+use crate::descriptor::{Descriptor, ParamDesc};
+use crate::diag::{self, Code, Errors};
+use crate::factory;
+use crate::key;
+use crate::location;
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{Attribute, FnArg, ItemFn, LitStr};
+
+/// Expands `#[kind(args)]` on `item`.
+pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
+    let mut function: ItemFn = match syn::parse2(item.clone()) {
+        Ok(f) => f,
+        Err(_) => {
+            let err = diag::error(
+                Code::UnsupportedFactory,
+                Span::call_site(),
+                format!(
+                    "`#[{}]` applies to a function that builds the bean",
+                    kind.as_str()
+                ),
+            );
+            let errors = err.to_compile_error();
+            return quote!(#errors #item);
+        }
+    };
+    let mut errors = Errors::default();
+    let mut meta = BeanMeta::default();
+    attr::parse_bean_args(args, &mut meta, &mut errors);
+    let mut consumed = Vec::new();
+    function.attrs = consume_fn_attrs(
+        kind,
+        std::mem::take(&mut function.attrs),
+        &mut meta,
+        &mut consumed,
+        &mut errors,
+    );
+    let param_qualifiers = consume_param_attrs(&mut function, &mut consumed, &mut errors);
+    // The modifiers this attribute read never expand, but their paths must still resolve
+    // (as every attribute's must) and their imports count as used.
+    let consumed_uses = if consumed.is_empty() {
+        TokenStream::new()
+    } else {
+        let uses = consumed
+            .iter()
+            .map(|p| quote_spanned!(p.span()=> #[allow(unused_imports)] use #p as _;));
+        quote!(const _: () = { #(#uses)* };)
+    };
+    let fn_name = function.sig.ident.to_string();
+    let default_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name).to_owned();
+    attr::validate(&meta, &default_name, &mut errors);
+    for qualifiers in &param_qualifiers {
+        attr::check_qualifiers(qualifiers, &mut errors);
+    }
+    let sig = factory::analyze(&function.sig, param_qualifiers, &mut errors);
+    let mut domain_check = TokenStream::new();
+    if let Some(sig) = &sig {
+        domain_check = output_check(kind, &sig.value, &mut errors);
+    }
+    let fn_ident = function.sig.ident.clone();
+    let vis = function.vis.clone();
+    let location = location::of(fn_ident.span());
+    let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
+    let name = meta
+        .name
+        .clone()
+        .unwrap_or_else(|| LitStr::new(&default_name, fn_ident.span()));
+    let poisoned = !errors.is_empty();
+    let (form, is_async, output, value_key, params, impls) = match &sig {
+        Some(sig) => {
+            let value = &sig.value;
+            let mut impls = vec![quote_spanned! {value.span()=>
+                impl ::agent_core::__private::BeanFactory for #fn_ident {
+                    type Output = #value;
+                }
+            }];
+            let mut params = Vec::new();
+            for (index, p) in sig.params.iter().enumerate() {
+                let bean_ty = &p.bean_ty;
+                impls.push(quote_spanned! {bean_ty.span()=>
+                    impl ::agent_core::__private::ParamKey<#index> for #fn_ident {
+                        type Key = #bean_ty;
+                    }
+                });
+                params.push(ParamDesc {
+                    name: p.name.clone(),
+                    shape: p.shape.clone(),
+                    key: key::of(&p.bean_ty),
+                    ty: factory::tokens(&p.ty),
+                    bean_ty: factory::tokens(&p.bean_ty),
+                    qualifiers: p.qualifiers.clone(),
+                });
+            }
+            (
+                sig.form,
+                sig.is_async,
+                factory::tokens(value),
+                key::of(value),
+                params,
+                impls,
+            )
+        }
+        None => (
+            factory::Form::Plain,
+            false,
+            quote!(()),
+            String::new(),
+            Vec::new(),
+            Vec::new(),
+        ),
+    };
+    let descriptor = Descriptor {
+        path: TokenStream::new(),
+        kind,
+        fn_ident: fn_ident.clone(),
+        name,
+        aliases: meta.aliases.clone(),
+        qualifiers: meta.qualifiers.clone(),
+        primary: meta.primary.is_some(),
+        fallback: meta.fallback.is_some(),
+        order: meta.order.map_or(0, |(v, _)| v),
+        is_async,
+        form,
+        output,
+        key: value_key,
+        params,
+        location: location.clone(),
+        krate: krate.clone(),
+        poisoned,
+    };
+    let export = export_name("bean", &krate, &default_name, &location);
+    let chain = chain_macro(&export, &descriptor.fields());
+    let compile_errors = errors.to_compile_errors();
+    quote! {
+        #compile_errors
+        #function
+        #consumed_uses
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
+        #vis struct #fn_ident {}
+
+        #(#impls)*
+        #domain_check
+        #chain
+
+        #[doc(hidden)]
+        #[allow(unused_imports, unreachable_pub)]
+        #vis use #export as #fn_ident;
+    }
+}
+
+/// The descriptor macro: appends this bean's descriptor to the accumulator and invokes the
+/// next path in the queue, or finishes the chain when the queue is empty. One link costs one
+/// level of macro recursion.
+pub fn chain_macro(export: &syn::Ident, fields: &TokenStream) -> TokenStream {
+    quote! {
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! #export {
+            ({ $($me:tt)* } [ { $($next:tt)* } $($rest:tt)* ] [ $($acc:tt)* ] $($header:tt)*) => {
+                $($next)* ! {
+                    { $($next)* } [ $($rest)* ] [ $($acc)* { path = { $($me)* } #fields } ] $($header)*
+                }
+            };
+            ({ $($me:tt)* } [ ] [ $($acc:tt)* ] $($header:tt)*) => {
+                ::agent_core::__private::compose_finish! {
+                    [ $($acc)* { path = { $($me)* } #fields } ] $($header)*
+                }
+            };
+        }
+    }
+}
+
+/// A crate-root-unique, reproducible name for an exported macro.
+pub fn export_name(what: &str, krate: &str, item: &str, location: &str) -> syn::Ident {
+    // FNV-1a: tiny, stable across builds and platforms, and enough to separate two items of
+    // one name defined in one crate (their locations differ).
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in krate
+        .bytes()
+        .chain([0])
+        .chain(item.bytes())
+        .chain([0])
+        .chain(location.bytes())
+    {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format_ident!("__agent_core_{}_{}_{}_{:016x}", what, krate, item, hash)
+}
+
+fn consume_fn_attrs(
+    kind: BeanKind,
+    attrs: Vec<Attribute>,
+    meta: &mut BeanMeta,
+    consumed: &mut Vec<syn::Path>,
+    errors: &mut Errors,
+) -> Vec<Attribute> {
+    let mut kept = Vec::new();
+    for attr in attrs {
+        let name = attr::attr_name(&attr).unwrap_or_default();
+        if let Some(modifier) = Modifier::parse(&name) {
+            consumed.push(attr.path().clone());
+            attr::apply_modifier(modifier, &attr, meta, errors);
+        } else if let Some(other) = BeanKind::parse(&name) {
+            errors.at(
+                Code::DuplicateAttribute,
+                attr.path().span(),
+                format!(
+                    "a factory takes one bean attribute, but this one has `#[{}]` and `#[{}]`",
+                    kind.as_str(),
+                    other.as_str()
+                ),
+            );
+        } else {
+            kept.push(attr);
+        }
+    }
+    kept
+}
+
+fn consume_param_attrs(
+    function: &mut ItemFn,
+    consumed: &mut Vec<syn::Path>,
+    errors: &mut Errors,
+) -> Vec<Vec<LitStr>> {
+    let mut all = Vec::new();
+    for arg in &mut function.sig.inputs {
+        let mut qualifiers = Vec::new();
+        if let FnArg::Typed(pt) = arg {
+            let mut kept = Vec::new();
+            for a in std::mem::take(&mut pt.attrs) {
+                match attr::attr_name(&a).as_deref().and_then(Modifier::parse) {
+                    Some(Modifier::Qualifier) => match {
+                        consumed.push(a.path().clone());
+                        attr::parse_qualifier_attr(&a)
+                    } {
+                        Ok(lit) => qualifiers.push(lit),
+                        Err(e) => errors.push(e),
+                    },
+                    Some(other) => errors.at(
+                        Code::InvalidSyntax,
+                        a.path().span(),
+                        format!(
+                            "`#[{}]` belongs on the factory, not on a parameter; parameters take only `#[qualifier(\"...\")]`",
+                            other.as_str()
+                        ),
+                    ),
+                    None => kept.push(a),
+                }
+            }
+            pt.attrs = kept;
+        }
+        all.push(qualifiers);
+    }
+    all
+}
+
+/// The assertion that the output fits the attribute's contract.
+fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> TokenStream {
+    let span = value.span();
+    match kind {
+        BeanKind::Bean => TokenStream::new(),
+        BeanKind::Tool => quote_spanned! {span=>
+            const _: () = ::agent_core::__private::assert_tool_output::<#value>();
+        },
+        BeanKind::ModelProvider => quote_spanned! {span=>
+            const _: () = ::agent_core::__private::assert_model_provider_output::<#value>();
+        },
+        BeanKind::Stage => {
+            let is_arc_dyn = key::last_segment(value).is_some_and(|seg| {
+                seg.ident == "Arc"
+                    && matches!(key::type_args(seg).as_slice(), [syn::Type::TraitObject(t)] if t.dyn_token.is_some())
+            });
+            if !is_arc_dyn {
+                errors.at(
+                    Code::WrongOutput,
+                    span,
+                    format!(
+                        "`#[stage]` factories must produce a trait object such as `Arc<dyn agent_core::stage::Stage<I, O>>` or `Arc<dyn YourStageTrait>`, but this one produces `{}`",
+                        key::render(&factory::tokens(value))
+                    ),
+                );
+                return TokenStream::new();
+            }
+            quote_spanned! {span=>
+                const _: () = ::agent_core::__private::assert_stage_output::<#value>();
+            }
+        }
+    }
+}
+
+/// Expands a modifier written above its bean attribute: it moves itself below, where the
+/// bean attribute reads it, so attribute order never matters.
+pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    let Ok(mut function) = syn::parse2::<ItemFn>(item.clone()) else {
+        return misplaced(modifier, item);
+    };
+    let has_bean_attr = function.attrs.iter().any(|a| {
+        attr::attr_name(a)
+            .as_deref()
+            .and_then(BeanKind::parse)
+            .is_some()
+    });
+    if !has_bean_attr {
+        return misplaced(modifier, quote!(#function));
+    }
+    let name = format_ident!("{}", modifier.as_str());
+    let moved: Attribute = if args.is_empty() {
+        syn::parse_quote!(#[::agent_core::#name])
+    } else {
+        syn::parse_quote!(#[::agent_core::#name(#args)])
+    };
+    function.attrs.push(moved);
+    quote!(#function)
+}
+
+fn misplaced(modifier: Modifier, item: TokenStream) -> TokenStream {
+    let err = diag::error(
+        Code::UnsupportedFactory,
+        Span::call_site(),
+        format!(
+            "`#[{}]` describes a bean, so it needs `#[bean]`, `#[tool]`, `#[stage]` or `#[model_provider]` on the same function",
+            modifier.as_str()
+        ),
+    )
+    .to_compile_error();
+    quote!(#err #item)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn export_names_are_stable_and_distinct() {
+        let a = export_name("bean", "app", "read", "src/a.rs:1:1");
+        assert_eq!(a, export_name("bean", "app", "read", "src/a.rs:1:1"));
+        assert_ne!(a, export_name("bean", "app", "read", "src/b.rs:1:1"));
+        assert_ne!(a, export_name("bean", "lib", "read", "src/a.rs:1:1"));
+    }
+
+    #[test]
+    fn modifier_above_moves_below() {
+        let out = expand_modifier(
+            Modifier::Order,
+            quote!(10),
+            quote!(
+                #[tool]
+                fn f() -> u8 {
+                    1
+                }
+            ),
+        );
+        let text = out.to_string();
+        assert!(
+            text.find("tool").unwrap() < text.find("order").unwrap(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn modifier_without_bean_attribute_is_an_error() {
+        let out = expand_modifier(
+            Modifier::Primary,
+            quote!(),
+            quote!(
+                fn f() -> u8 {
+                    1
+                }
+            ),
+        )
+        .to_string();
+        assert!(out.contains("[unsupported-factory]"), "{out}");
+        assert!(out.contains("fn f"), "the item is kept: {out}");
+    }
+}

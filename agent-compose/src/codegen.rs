@@ -1,0 +1,439 @@
+//! Code generation for a resolved graph: the application type, its components and
+//! overrides, the construction sequence with rollback, `stop()`, the manifest, and the
+//! coherence check that rejects one type written as two keys.
+
+use crate::attr::BeanKind;
+use crate::compose::Header;
+use crate::descriptor::{Descriptor, ParamDesc};
+use crate::factory::Form;
+use crate::ident;
+use crate::key::{self, ParamShape};
+use crate::resolve::{Binding, Resolution};
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+use syn::{Ident, LitStr};
+
+struct Names {
+    app: Ident,
+    components: Ident,
+    overrides: Ident,
+}
+
+impl Names {
+    fn new(header: &Header) -> Self {
+        let app = header.name.clone();
+        Names {
+            components: format_ident!("{}Components", app),
+            overrides: format_ident!("{}Overrides", app),
+            app,
+        }
+    }
+}
+
+fn output_of(bean: &Descriptor) -> TokenStream {
+    let path = &bean.path;
+    quote!(<#path as ::agent_core::__private::BeanFactory>::Output)
+}
+
+fn field_of(bean: &Descriptor) -> Ident {
+    syn::parse_str(&ident::field_name(&bean.name.value())).unwrap_or_else(|_| format_ident!("bean"))
+}
+
+fn local(bean: &Descriptor) -> Ident {
+    format_ident!(
+        "__bean_{}",
+        ident::field_name(&bean.name.value()).trim_start_matches("r#")
+    )
+}
+
+fn lit(s: &str) -> LitStr {
+    LitStr::new(s, Span::call_site())
+}
+
+/// The items shared by the real and the stub expansion: the three structs.
+fn types(header: &Header, names: &Names, beans: &[Descriptor]) -> TokenStream {
+    let Header { attrs, vis, .. } = header;
+    let Names {
+        app,
+        components,
+        overrides,
+    } = names;
+    let fields: Vec<Ident> = beans.iter().map(field_of).collect();
+    let outputs: Vec<TokenStream> = beans.iter().map(output_of).collect();
+    let docs: Vec<LitStr> = beans
+        .iter()
+        .map(|b| {
+            lit(&format!(
+                "The `{}` bean, built by `{}` ({}).",
+                b.name.value(),
+                b.label(),
+                b.location
+            ))
+        })
+        .collect();
+    let components_doc = lit(&format!(
+        "Every bean of [`{app}`], one field per bean, named after its canonical name."
+    ));
+    let overrides_doc = lit(&format!(
+        "Replacements for beans of [`{app}`], used by [`{app}::build_with`]; every field defaults to no replacement."
+    ));
+    quote! {
+        #(#attrs)*
+        #vis struct #app {
+            components: #components,
+            lifecycle: ::agent_core::__private::Lifecycle,
+        }
+
+        #[doc = #components_doc]
+        #[derive(::core::clone::Clone)]
+        #vis struct #components {
+            #(
+                #[doc = #docs]
+                pub #fields: #outputs,
+            )*
+        }
+
+        #[doc = #overrides_doc]
+        #vis struct #overrides {
+            #(
+                #[doc = #docs]
+                pub #fields: ::agent_core::compose::Override<#outputs>,
+            )*
+        }
+
+        impl ::core::default::Default for #overrides {
+            fn default() -> Self {
+                Self { #( #fields: ::core::default::Default::default(), )* }
+            }
+        }
+    }
+}
+
+/// The expansion used after errors: every item users name exists, so the one real
+/// diagnostic is not followed by unresolved-name noise.
+pub fn stub(header: &Header, beans: &[Descriptor]) -> TokenStream {
+    let names = Names::new(header);
+    let types = types(header, &names, beans);
+    let Names {
+        app,
+        components,
+        overrides,
+    } = &names;
+    let vis = &header.vis;
+    quote! {
+        #types
+
+        #[allow(clippy::unused_async, unreachable_code)]
+        impl #app {
+            /// Not available: `compose!` reported errors for this graph.
+            #vis async fn build() -> ::core::result::Result<Self, ::agent_core::compose::BuildError> {
+                ::core::unimplemented!("compose! reported errors for this graph")
+            }
+            /// Not available: `compose!` reported errors for this graph.
+            #vis async fn build_with(_overrides: #overrides) -> ::core::result::Result<Self, ::agent_core::compose::BuildError> {
+                ::core::unimplemented!("compose! reported errors for this graph")
+            }
+            /// Every bean.
+            #vis fn components(&self) -> &#components {
+                &self.components
+            }
+            /// Not available: `compose!` reported errors for this graph.
+            #vis async fn stop(&self) -> ::core::result::Result<(), ::agent_core::compose::StopError> {
+                self.lifecycle.stop().await
+            }
+            /// Not available: `compose!` reported errors for this graph.
+            #vis fn manifest() -> &'static ::agent_core::compose::Manifest {
+                ::core::unimplemented!("compose! reported errors for this graph")
+            }
+        }
+    }
+}
+
+/// The full expansion of a resolved graph.
+pub fn generate(
+    header: &Header,
+    beans: &[Descriptor],
+    resolution: &Resolution,
+    current_crate: &str,
+) -> TokenStream {
+    let names = Names::new(header);
+    let types = types(header, &names, beans);
+    let Names {
+        app,
+        components,
+        overrides,
+    } = &names;
+    let vis = &header.vis;
+    let steps = resolution
+        .order
+        .iter()
+        .map(|&i| construct(i, beans, &resolution.bindings[i], current_crate));
+    let fields: Vec<Ident> = beans.iter().map(field_of).collect();
+    let locals: Vec<Ident> = beans.iter().map(local).collect();
+    let manifest = manifest(header, beans, resolution);
+    let key_check = key_check(beans, current_crate);
+    let build_doc = lit(&format!(
+        "Builds every bean of [`{app}`] in dependency order. If a factory fails, the cleanups registered so far run in reverse order and the error names the bean."
+    ));
+    quote! {
+        #types
+
+        impl #app {
+            #[doc = #build_doc]
+            #vis async fn build() -> ::core::result::Result<Self, ::agent_core::compose::BuildError> {
+                Self::build_with(<#overrides as ::core::default::Default>::default()).await
+            }
+
+            /// Like `build`, with some beans replaced; a replacement takes the original's
+            /// place in the construction order, and its cleanup runs like the original's.
+            #vis async fn build_with(overrides: #overrides) -> ::core::result::Result<Self, ::agent_core::compose::BuildError> {
+                let mut __builder = ::agent_core::__private::Builder::new();
+                #(#steps)*
+                ::core::result::Result::Ok(Self {
+                    components: #components { #( #fields: #locals, )* },
+                    lifecycle: __builder.finish(),
+                })
+            }
+
+            /// Every bean, by canonical name.
+            #vis fn components(&self) -> &#components {
+                &self.components
+            }
+
+            /// Runs every registered cleanup in reverse construction order, exactly once;
+            /// later and concurrent calls return the first call's outcome.
+            #vis async fn stop(&self) -> ::core::result::Result<(), ::agent_core::compose::StopError> {
+                self.lifecycle.stop().await
+            }
+
+            /// The graph: every bean, every selection and the construction order.
+            #vis fn manifest() -> &'static ::agent_core::compose::Manifest {
+                #manifest
+            }
+        }
+
+        #key_check
+    }
+}
+
+fn construct(
+    i: usize,
+    beans: &[Descriptor],
+    bindings: &[Binding],
+    current_crate: &str,
+) -> TokenStream {
+    let bean = &beans[i];
+    let path = &bean.path;
+    let name = lit(&bean.name.value());
+    let field = field_of(bean);
+    let local = local(bean);
+    let output = output_of(bean);
+    let args = bean
+        .params
+        .iter()
+        .zip(bindings)
+        .map(|(p, b)| argument(p, b, beans, bean.krate == current_crate));
+    let call = quote!(#path(#(#args),*));
+    let call = if bean.is_async {
+        quote!(#call.await)
+    } else {
+        call
+    };
+    let adapter = format_ident!(
+        "{}",
+        match bean.form {
+            Form::Plain => "from_plain",
+            Form::Result => "from_result",
+            Form::Managed => "from_managed",
+            Form::ResultManaged => "from_result_managed",
+        }
+    );
+    quote! {
+        let #local: #output = __builder
+            .bean(#name, overrides.#field, async { ::agent_core::__private::#adapter(#call) })
+            .await?;
+    }
+}
+
+/// The value passed for one parameter. Within one crate it is spanned at the parameter's
+/// type, so if the selected bean's type is not the parameter's, rustc reports it there.
+fn argument(
+    param: &ParamDesc,
+    binding: &Binding,
+    beans: &[Descriptor],
+    local_tokens: bool,
+) -> TokenStream {
+    let span = if local_tokens {
+        param
+            .ty
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span())
+    } else {
+        Span::call_site()
+    };
+    let clone = |j: usize| {
+        let l = local(&beans[j]);
+        quote_spanned!(span=> ::core::clone::Clone::clone(&#l))
+    };
+    match binding {
+        Binding::Single(j) => clone(*j),
+        Binding::Optional(Some(j)) => {
+            let v = clone(*j);
+            quote_spanned!(span=> ::core::option::Option::Some(#v))
+        }
+        Binding::Optional(None) => quote_spanned!(span=> ::core::option::Option::None),
+        Binding::List(members) if members.is_empty() => {
+            quote_spanned!(span=> ::std::vec::Vec::new())
+        }
+        Binding::List(members) => {
+            let values = members.iter().map(|&j| clone(j));
+            quote_spanned!(span=> ::std::vec::Vec::from([#(#values),*]))
+        }
+        Binding::Map(members) if members.is_empty() => {
+            quote_spanned!(span=> ::std::collections::BTreeMap::new())
+        }
+        Binding::Map(members) => {
+            let entries = members.iter().map(|&j| {
+                let key = lit(&beans[j].name.value());
+                let v = clone(j);
+                quote_spanned!(span=> (::std::string::String::from(#key), #v))
+            });
+            quote_spanned!(span=> ::std::collections::BTreeMap::from([#(#entries),*]))
+        }
+    }
+}
+
+fn manifest(header: &Header, beans: &[Descriptor], resolution: &Resolution) -> TokenStream {
+    let app = lit(&header.name.to_string());
+    let entries = beans.iter().map(|b| {
+        let name = lit(&b.name.value());
+        let aliases = b.aliases.iter().map(|a| lit(&a.value()));
+        let qualifiers = b.qualifiers.iter().map(|q| lit(&q.value()));
+        let (primary, fallback, order) = (b.primary, b.fallback, b.order);
+        let kind = format_ident!(
+            "{}",
+            match b.kind {
+                BeanKind::Bean => "Bean",
+                BeanKind::Tool => "Tool",
+                BeanKind::Stage => "Stage",
+                BeanKind::ModelProvider => "ModelProvider",
+            }
+        );
+        let output = lit(&key::render(&b.output));
+        let factory = lit(&b.label());
+        let location = lit(&b.location);
+        quote! {
+            ::agent_core::compose::ManifestBean {
+                name: #name,
+                aliases: &[#(#aliases),*],
+                qualifiers: &[#(#qualifiers),*],
+                primary: #primary,
+                fallback: #fallback,
+                order: #order,
+                kind: ::agent_core::compose::BeanKind::#kind,
+                output: #output,
+                factory: #factory,
+                location: #location,
+            }
+        }
+    });
+    let selections = beans
+        .iter()
+        .zip(&resolution.bindings)
+        .flat_map(|(b, bindings)| {
+            b.params
+                .iter()
+                .zip(bindings)
+                .enumerate()
+                .map(move |(position, (p, binding))| {
+                    let consumer = lit(&b.name.value());
+                    let parameter = lit(&p
+                        .name
+                        .as_ref()
+                        .map_or_else(|| format!("#{position}"), ToString::to_string));
+                    let shape = format_ident!(
+                        "{}",
+                        match p.shape {
+                            ParamShape::Single => "Single",
+                            ParamShape::Optional => "Optional",
+                            ParamShape::List => "List",
+                            ParamShape::Map => "Map",
+                        }
+                    );
+                    let ty = lit(&key::render(&p.ty));
+                    let chosen = binding
+                        .members()
+                        .into_iter()
+                        .map(|j| lit(&beans[j].name.value()));
+                    quote! {
+                        ::agent_core::compose::ManifestSelection {
+                            consumer: #consumer,
+                            parameter: #parameter,
+                            position: #position,
+                            shape: ::agent_core::compose::InjectionShape::#shape,
+                            ty: #ty,
+                            chosen: &[#(#chosen),*],
+                        }
+                    }
+                })
+        });
+    let order = resolution
+        .order
+        .iter()
+        .map(|&i| lit(&beans[i].name.value()));
+    quote! {
+        static MANIFEST: ::agent_core::compose::Manifest = ::agent_core::compose::Manifest {
+            app: #app,
+            beans: &[#(#entries),*],
+            selections: &[#(#selections),*],
+            order: &[#(#order),*],
+        };
+        &MANIFEST
+    }
+}
+
+/// One impl of a local trait per distinct key, each naming its type at the site that wrote
+/// it. If two keys are one type (e.g. through a `type` alias), the impls overlap and rustc
+/// rejects the program with E0119, naming the trait below: one contract can never be split
+/// in two silently.
+fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut impls = Vec::new();
+    for b in beans {
+        let path = &b.path;
+        let span_of = |tokens: &TokenStream| {
+            if b.krate == current_crate {
+                tokens
+                    .clone()
+                    .into_iter()
+                    .next()
+                    .map_or_else(Span::call_site, |t| t.span())
+            } else {
+                Span::call_site()
+            }
+        };
+        if seen.insert(b.key.clone()) {
+            let span = span_of(&b.output);
+            impls.push(quote_spanned! {span=>
+                impl EachBeanTypeMustBeWrittenOneWay for <#path as ::agent_core::__private::BeanFactory>::Output {}
+            });
+        }
+        for (index, p) in b.params.iter().enumerate() {
+            if seen.insert(p.key.clone()) {
+                let span = span_of(&p.bean_ty);
+                impls.push(quote_spanned! {span=>
+                    impl EachBeanTypeMustBeWrittenOneWay for <#path as ::agent_core::__private::ParamKey<#index>>::Key {}
+                });
+            }
+        }
+    }
+    quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            trait EachBeanTypeMustBeWrittenOneWay {}
+            #(#impls)*
+        };
+    }
+}

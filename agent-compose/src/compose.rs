@@ -1,0 +1,163 @@
+//! `compose!`: parses the application header and the list of factories and sets, then starts
+//! the descriptor chain that ends in [`crate::finish`].
+
+use crate::diag;
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Ident, Path, Token, Visibility};
+
+/// `#[attrs] vis struct Name` of the generated application.
+pub struct Header {
+    /// Outer attributes (docs) for the application struct.
+    pub attrs: Vec<Attribute>,
+    /// Visibility of every generated item.
+    pub vis: Visibility,
+    /// The application type's name.
+    pub name: Ident,
+}
+
+impl Parse for Header {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        input.parse::<Token![struct]>()?;
+        let name = input.parse()?;
+        Ok(Header { attrs, vis, name })
+    }
+}
+
+impl quote::ToTokens for Header {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let Header { attrs, vis, name } = self;
+        tokens.extend(quote!(#(#attrs)* #vis struct #name));
+    }
+}
+
+struct Input {
+    header: Header,
+    entries: Vec<Path>,
+}
+
+impl Parse for Input {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let header: Header = input.parse()?;
+        let body;
+        syn::braced!(body in input);
+        let key: Ident = body.parse()?;
+        if key != "beans" {
+            return Err(syn::Error::new(key.span(), "expected `beans: [...]`"));
+        }
+        body.parse::<Token![:]>()?;
+        let list;
+        syn::bracketed!(list in body);
+        let entries: Punctuated<Path, Token![,]> =
+            list.parse_terminated(Path::parse_mod_style, Token![,])?;
+        body.parse::<Option<Token![,]>>()?;
+        if !body.is_empty() {
+            return Err(body.error("unexpected tokens after `beans: [...]`"));
+        }
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the application struct"));
+        }
+        Ok(Input {
+            header,
+            entries: entries.into_iter().collect(),
+        })
+    }
+}
+
+/// Expands `compose! { vis struct App { beans: [...] } }` into the first link of the chain.
+pub fn expand(input: TokenStream) -> TokenStream {
+    let Input { header, entries } = match syn::parse2::<Input>(input) {
+        Ok(i) => i,
+        Err(e) => {
+            let e = diag::syntax(syn::Error::new(
+                e.span(),
+                format!(
+                    "{e}; write `compose! {{ pub struct App {{ beans: [factory, module::bean_set] }} }}`"
+                ),
+            ));
+            return e.to_compile_error();
+        }
+    };
+    let queue: Vec<TokenStream> = entries.iter().map(|p| quote!({ #p })).collect();
+    next(&queue, &TokenStream::new(), &quote!({ #header }))
+}
+
+/// Emits the next link: the first queued path's descriptor macro, or the finishing macro.
+fn next(queue: &[TokenStream], acc: &TokenStream, header: &TokenStream) -> TokenStream {
+    match queue.split_first() {
+        None => quote!(::agent_core::__private::compose_finish! { [ #acc ] #header }),
+        Some((first, rest)) => {
+            let path: TokenStream = match syn::parse2::<proc_macro2::Group>(first.clone()) {
+                Ok(g) => g.stream(),
+                Err(_) => first.clone(),
+            };
+            quote!(#path ! { #first [ #(#rest)* ] [ #acc ] #header })
+        }
+    }
+}
+
+/// `compose_next! { [queue] [acc] {header} }`: used by bean sets after splicing members in.
+pub fn expand_next(input: TokenStream) -> TokenStream {
+    let parsed = syn::parse::Parser::parse2(
+        |input: ParseStream<'_>| {
+            let queue_content;
+            syn::bracketed!(queue_content in input);
+            let mut queue = Vec::new();
+            while !queue_content.is_empty() {
+                let g: proc_macro2::Group = queue_content.parse()?;
+                queue.push(quote!(#g));
+            }
+            let acc_content;
+            syn::bracketed!(acc_content in input);
+            let acc: TokenStream = acc_content.parse()?;
+            let header: TokenStream = input.parse()?;
+            Ok((queue, acc, header))
+        },
+        input,
+    );
+    match parsed {
+        Ok((queue, acc, header)) => next(&queue, &acc, &header),
+        Err(e) => diag::syntax(e).to_compile_error(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn starts_the_chain_with_the_first_entry() {
+        let out = expand(quote!(pub struct App { beans: [a::x, y,] })).to_string();
+        assert!(
+            out.starts_with("a :: x ! { { a :: x } [{ y }] [] {"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn empty_graph_finishes_directly() {
+        let out = expand(quote!(struct App { beans: [] })).to_string();
+        assert!(out.contains("compose_finish"), "{out}");
+    }
+
+    #[test]
+    fn malformed_input_is_a_coded_error() {
+        for input in [
+            quote!(),
+            quote!(pub struct),
+            quote!(
+                struct App {
+                    tools: [a],
+                }
+            ),
+            quote!(struct App { beans: [1] }),
+        ] {
+            let out = expand(input.clone()).to_string();
+            assert!(out.contains("[invalid-syntax]"), "{input}: {out}");
+        }
+    }
+}

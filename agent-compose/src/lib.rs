@@ -1,0 +1,106 @@
+//! The composition compiler behind `agent-core`'s attributes and `compose!`.
+//!
+//! This is a plain library over `proc-macro2`, `syn` and `quote`, so every phase is
+//! unit-testable without a compiler session: `agent-macros` only forwards token streams here.
+//!
+//! Phases:
+//! 1. **parse** the bean attributes ([`attr`], [`factory`]) and `compose!`/`bean_set!`
+//!    input ([`compose`], [`set`]);
+//! 2. **transport** metadata as descriptors ([`descriptor`]) through `macro_rules!` chains
+//!    ([`bean`]);
+//! 3. **resolve** the graph ([`resolve`]);
+//! 4. **generate** plain Rust ([`codegen`]).
+//!
+//! Every error carries a stable code ([`diag::Code`]) and the span of the smallest user token
+//! at fault; errors are collected, never short-circuited, and no input makes this crate
+//! panic.
+#![forbid(unsafe_code)]
+
+pub mod attr;
+pub mod bean;
+pub mod codegen;
+pub mod compose;
+pub mod descriptor;
+pub mod diag;
+pub mod factory;
+pub mod ident;
+pub mod key;
+pub mod location;
+pub mod resolve;
+pub mod set;
+
+use proc_macro2::TokenStream;
+use syn::parse::{ParseStream, Parser};
+
+pub use attr::{BeanKind, Modifier};
+
+/// `#[bean]`, `#[tool]`, `#[stage]`, `#[model_provider]`.
+pub fn bean_attribute(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
+    bean::expand(kind, args, item)
+}
+
+/// `#[primary]`, `#[fallback]`, `#[qualifier("x")]`, `#[order(n)]` written above the bean
+/// attribute.
+pub fn modifier_attribute(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    bean::expand_modifier(modifier, args, item)
+}
+
+/// `bean_set! { ... }`.
+pub fn bean_set(input: TokenStream) -> TokenStream {
+    set::expand(input)
+}
+
+/// `compose! { ... }`.
+pub fn compose(input: TokenStream) -> TokenStream {
+    compose::expand(input)
+}
+
+/// The hidden link that bean sets use to continue a chain.
+pub fn compose_next(input: TokenStream) -> TokenStream {
+    compose::expand_next(input)
+}
+
+/// The last link of a chain: `[ {descriptor}* ] { header }`. Resolves and generates.
+pub fn compose_finish(input: TokenStream) -> TokenStream {
+    let current_crate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
+    finish(input, &current_crate)
+}
+
+/// [`compose_finish`] with the current crate given explicitly (for tests).
+pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
+    let parsed = Parser::parse2(
+        |input: ParseStream<'_>| {
+            let list;
+            syn::bracketed!(list in input);
+            let mut beans = Vec::new();
+            while !list.is_empty() {
+                beans.push(list.parse::<descriptor::Descriptor>()?);
+            }
+            let header_group;
+            syn::braced!(header_group in input);
+            let header: compose::Header = header_group.parse()?;
+            if !header_group.is_empty() || !input.is_empty() {
+                return Err(input.error("unexpected tokens after the application header"));
+            }
+            Ok((beans, header))
+        },
+        input,
+    );
+    let (beans, header) = match parsed {
+        Ok(v) => v,
+        Err(e) => return diag::syntax(e).to_compile_error(),
+    };
+    if beans.iter().any(|b| b.poisoned) {
+        // The attribute already reported the mistake; stay quiet and keep names resolvable.
+        let healthy: Vec<_> = Vec::new();
+        return codegen::stub(&header, &healthy);
+    }
+    match resolve::resolve(&beans, current_crate) {
+        Ok(resolution) => codegen::generate(&header, &beans, &resolution, current_crate),
+        Err(err) => {
+            let errors = err.to_compile_error();
+            let stub = codegen::stub(&header, &beans);
+            quote::quote!(#errors #stub)
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! `bean_set!`: a named, reusable group of factories (and other sets).
+//!
+//! A set `tools` becomes a module `tools` that re-exports its members (so one path reaches
+//! each member's function, marker and descriptor) plus a descriptor macro under the same name
+//! that splices the members into the `compose!` queue, prefixed with the path `compose!` used
+//! to reach the set. Sets therefore work across modules and crates exactly like factories.
+
+use crate::bean;
+use crate::diag::{self, Code, Errors};
+use crate::location;
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::{Attribute, Ident, Path, Token, Visibility};
+
+struct SetDef {
+    attrs: Vec<Attribute>,
+    vis: Visibility,
+    name: Ident,
+    members: Vec<Path>,
+}
+
+struct Sets(Vec<SetDef>);
+
+impl Parse for Sets {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut sets = Vec::new();
+        while !input.is_empty() {
+            let attrs = input.call(Attribute::parse_outer)?;
+            let vis: Visibility = input.parse()?;
+            let name: Ident = input.parse()?;
+            input.parse::<Token![=]>()?;
+            let content;
+            syn::bracketed!(content in input);
+            let members: Punctuated<Path, Token![,]> =
+                content.parse_terminated(Path::parse_mod_style, Token![,])?;
+            input.parse::<Token![;]>()?;
+            sets.push(SetDef {
+                attrs,
+                vis,
+                name,
+                members: members.into_iter().collect(),
+            });
+        }
+        Ok(Sets(sets))
+    }
+}
+
+/// Expands `bean_set! { vis name = [paths]; ... }`.
+pub fn expand(input: TokenStream) -> TokenStream {
+    let sets = match syn::parse2::<Sets>(input) {
+        Ok(s) => s,
+        Err(e) => {
+            let e = diag::syntax(syn::Error::new(
+                e.span(),
+                format!("{e}; write `bean_set! {{ pub name = [factory_a, module::factory_b]; }}`"),
+            ));
+            return e.to_compile_error();
+        }
+    };
+    let mut errors = Errors::default();
+    let mut out = TokenStream::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for set in sets.0 {
+        if !seen.insert(set.name.to_string()) {
+            errors.at(
+                Code::DuplicateBeanName,
+                set.name.span(),
+                format!("bean set `{}` is defined twice", set.name),
+            );
+            continue;
+        }
+        out.extend(expand_one(set));
+    }
+    let errors = errors.to_compile_errors();
+    quote!(#errors #out)
+}
+
+fn expand_one(set: SetDef) -> TokenStream {
+    let SetDef {
+        attrs,
+        vis,
+        name,
+        members,
+    } = set;
+    let inner_vis = member_visibility(&vis);
+    let reexports = members.iter().map(|m| {
+        let path = from_child_module(m);
+        quote!(#[doc(no_inline)] #inner_vis use #path;)
+    });
+    let splices = members.iter().map(|m| {
+        let last = &m
+            .segments
+            .last()
+            .expect("parsed paths have a segment")
+            .ident;
+        quote!({ $($me)* :: #last })
+    });
+    let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
+    let export = bean::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
+    quote! {
+        #(#attrs)*
+        #[allow(unused_imports, unreachable_pub)]
+        #vis mod #name {
+            #[allow(unused_imports)]
+            use super::*;
+            #(#reexports)*
+        }
+
+        #[doc(hidden)]
+        #[macro_export]
+        macro_rules! #export {
+            ({ $($me:tt)* } [ $($rest:tt)* ] [ $($acc:tt)* ] $($header:tt)*) => {
+                ::agent_core::__private::compose_next! {
+                    [ #(#splices)* $($rest)* ] [ $($acc)* ] $($header)*
+                }
+            };
+        }
+
+        #[doc(hidden)]
+        #[allow(unused_imports, unreachable_pub)]
+        #vis use #export as #name;
+    }
+}
+
+/// Visibility of the re-exports inside the set module: wide enough for whoever can see the
+/// set itself.
+fn member_visibility(vis: &Visibility) -> TokenStream {
+    match vis {
+        Visibility::Public(_) => quote!(pub),
+        Visibility::Inherited => quote!(pub(super)),
+        _ => quote!(pub(crate)),
+    }
+}
+
+/// Rewrites a member path so that it resolves one module deeper.
+fn from_child_module(path: &Path) -> TokenStream {
+    let first = path
+        .segments
+        .first()
+        .map(|s| s.ident.to_string())
+        .unwrap_or_default();
+    if path.leading_colon.is_some() || first == "crate" {
+        quote!(#path)
+    } else if first == "self" {
+        let rest = path.segments.iter().skip(1);
+        quote!(super #(:: #rest)*)
+    } else if first == "super" {
+        quote!(super :: #path)
+    } else if path.segments.len() == 1 {
+        // A name defined in (or imported into) the parent module. It must be named through
+        // `super::`, because re-exporting a binding that only exists through the private
+        // glob import below would be a privacy error.
+        quote!(super :: #path)
+    } else {
+        // `module::item` or `other_crate::item`: the first segment resolves through
+        // `use super::*` or the extern prelude, and the item keeps its own visibility.
+        quote!(#path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rewrites_member_paths() {
+        let p = |s: &str| {
+            from_child_module(&syn::parse_str(s).unwrap())
+                .to_string()
+                .replace(' ', "")
+        };
+        assert_eq!(p("read_tool"), "super::read_tool");
+        assert_eq!(p("tools::read_tool"), "tools::read_tool");
+        assert_eq!(p("self::read_tool"), "super::read_tool");
+        assert_eq!(p("super::x::read_tool"), "super::super::x::read_tool");
+        assert_eq!(p("crate::a::b"), "crate::a::b");
+        assert_eq!(p("::ext::b"), "::ext::b");
+    }
+
+    #[test]
+    fn malformed_sets_are_coded_errors() {
+        for input in [
+            quote!(pub tools),
+            quote!(pub tools = read;),
+            quote!(= [a];),
+            quote!(pub t = [a]; pub t = [b];),
+        ] {
+            let out = expand(input.clone()).to_string();
+            assert!(out.contains("compile_error"), "{input}: {out}");
+            assert!(
+                out.contains("[invalid-syntax]") || out.contains("[duplicate-bean-name]"),
+                "{out}"
+            );
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! Compile-time composed AI agents.
+//!
+//! `agent-core` is the one dependency users add. It holds:
+//!
+//! * the **attributes** [`bean`], [`tool`], [`stage`], [`model_provider`] with the modifiers
+//!   [`primary`], [`fallback`], [`qualifier`], [`order`], plus [`bean_set!`] and [`compose!`],
+//!   which assemble an application graph at compile time;
+//! * the **kernel contracts** the attributes build on: [`tool`](mod@tool), [`model`],
+//!   [`stage`](mod@stage);
+//! * the **runtime support** for generated graphs in [`compose`](mod@compose).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use agent_core::{bean, compose};
+//!
+//! pub struct Greeting(String);
+//!
+//! #[bean]
+//! pub fn greeting() -> Arc<Greeting> {
+//!     Arc::new(Greeting("hello".into()))
+//! }
+//!
+//! #[bean(name = "shout")]
+//! pub fn shout(greeting: Arc<Greeting>) -> Arc<String> {
+//!     Arc::new(greeting.0.to_uppercase())
+//! }
+//!
+//! compose! {
+//!     /// The whole application.
+//!     pub struct App { beans: [greeting, shout] }
+//! }
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let app = App::build().await?;
+//! assert_eq!(*app.components().shout, "HELLO");
+//! assert_eq!(App::manifest().order, ["greeting", "shout"]);
+//! app.stop().await?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! # }).unwrap();
+//! ```
+#![forbid(unsafe_code)]
+
+pub mod compose;
+pub(crate) mod ident;
+pub mod model;
+pub mod stage;
+pub mod tool;
+
+#[doc(hidden)]
+#[path = "private.rs"]
+pub mod __private;
+
+pub use tool::BoxFuture;
+
+/// Declares a bean factory: an ordinary function whose return value becomes a bean.
+///
+/// Arguments: `name = "..."` (default: the function's name), `aliases = [...]`,
+/// `qualifiers = [...]`, `primary`, `fallback`, `order = N`. Parameters are dependencies,
+/// selected at compile time by [`compose!`]; the return form is `T`, `Result<T, E>`,
+/// `Managed<T>` or `Result<Managed<T>, E>`, sync or `async`.
+///
+/// ```
+/// use std::sync::Arc;
+/// #[agent_core::bean(name = "clock", aliases = ["time"])]
+/// pub fn system_clock() -> Arc<u64> {
+///     Arc::new(0)
+/// }
+/// # fn main() {}
+/// ```
+pub use agent_macros::bean;
+
+/// Declares a tool factory; the bean must be `Arc<dyn agent_core::tool::Tool>`. Takes the
+/// same arguments as [`bean`]. The bean name is the key in `BTreeMap<String, Arc<dyn Tool>>`.
+pub use agent_macros::tool;
+
+/// Declares a stage factory; the bean must be an `Arc` of a stage trait object such as
+/// `Arc<dyn agent_core::stage::Stage<I, O>>`. Takes the same arguments as [`bean`].
+pub use agent_macros::stage;
+
+/// Declares a model provider factory; the bean must be
+/// `Arc<dyn agent_core::model::ModelProvider>`. Takes the same arguments as [`bean`].
+pub use agent_macros::model_provider;
+
+/// Marks a bean as preferred when several candidates remain for one dependency.
+pub use agent_macros::primary;
+
+/// Marks a bean as a replaceable default: any non-fallback candidate of the same type wins.
+pub use agent_macros::fallback;
+
+/// On a factory: adds a qualifier. On a parameter: narrows the dependency to beans whose
+/// name, an alias or a qualifier equals the value.
+pub use agent_macros::qualifier;
+
+/// Sets the position of a bean in ordered `Vec<T>` injections (ascending; default 0).
+pub use agent_macros::order;
+
+/// Defines reusable, named groups of factories that [`compose!`] accepts wherever it accepts
+/// a factory, in this crate or another.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # #[agent_core::bean] pub fn one() -> Arc<u8> { Arc::new(1) }
+/// # #[agent_core::bean] pub fn two(one: Arc<u8>) -> Arc<u16> { Arc::new(u16::from(*one) + 1) }
+/// agent_core::bean_set! {
+///     /// Both numbers.
+///     pub numbers = [one, two];
+/// }
+/// agent_core::compose! { pub struct App { beans: [numbers] } }
+/// # fn main() {}
+/// ```
+pub use agent_macros::bean_set;
+
+/// Generates an application type from a list of factories and bean sets.
+///
+/// For `compose! { pub struct App { beans: [...] } }` it generates `App` with `build()`,
+/// `build_with(AppOverrides)`, `components()`, `stop()` and `manifest()`, plus
+/// `AppComponents` (one field per bean) and `AppOverrides` (one `Override<T>` per bean).
+/// See the crate documentation for an example and `docs/` for every rule and diagnostic.
+pub use agent_macros::compose;

@@ -1,0 +1,198 @@
+//! Support for generated code. Not public API: reached only through the hidden
+//! `agent_core::__private` path that `compose!` and the attributes emit.
+
+use crate::compose::{
+    BoxError, BuildError, Cleanup, CleanupFailure, Managed, Override, OverrideKind, StopError,
+};
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+
+pub use agent_macros::{compose_finish, compose_next};
+
+/// Implemented by the marker struct that a bean attribute emits beside its factory; names
+/// the bean type where the factory wrote it.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not a bean factory",
+    note = "annotate the function with `#[bean]`, `#[tool]`, `#[stage]` or `#[model_provider]`"
+)]
+pub trait BeanFactory {
+    /// The bean type. Beans are shared by cloning, so they are usually `Arc`s.
+    type Output: Clone + Send + Sync + 'static;
+}
+
+/// Implemented by the marker struct for each parameter: the bean type parameter `N` asks for.
+pub trait ParamKey<const N: usize> {
+    /// The requested bean type (`T` of `Vec<T>`, `Option<T>`, `BTreeMap<String, T>`).
+    type Key: ?Sized;
+}
+
+/// Only `Arc<dyn Tool>` is a tool bean.
+#[diagnostic::on_unimplemented(
+    message = "[wrong-output] `#[tool]` factories must produce `Arc<dyn agent_core::tool::Tool>`, but this one produces `{Self}`",
+    label = "not `Arc<dyn agent_core::tool::Tool>`",
+    note = "convert explicitly: `Arc::new(MyTool) as Arc<dyn agent_core::tool::Tool>`"
+)]
+pub trait ToolOutput {}
+impl ToolOutput for Arc<dyn crate::tool::Tool> {}
+
+/// Only `Arc<dyn ModelProvider>` is a model provider bean.
+#[diagnostic::on_unimplemented(
+    message = "[wrong-output] `#[model_provider]` factories must produce `Arc<dyn agent_core::model::ModelProvider>`, but this one produces `{Self}`",
+    label = "not `Arc<dyn agent_core::model::ModelProvider>`",
+    note = "convert explicitly: `Arc::new(MyProvider) as Arc<dyn agent_core::model::ModelProvider>`"
+)]
+pub trait ModelProviderOutput {}
+impl ModelProviderOutput for Arc<dyn crate::model::ModelProvider> {}
+
+/// A stage bean is an `Arc` of a trait object (checked syntactically for `dyn`).
+#[diagnostic::on_unimplemented(
+    message = "[wrong-output] `#[stage]` factories must produce `Arc<dyn YourStageTrait>`, but this one produces `{Self}`",
+    label = "not an `Arc` of a stage trait object"
+)]
+pub trait StageOutput {}
+impl<T: ?Sized + Send + Sync + 'static> StageOutput for Arc<T> {}
+
+/// Compile-time assertion used by `#[tool]`.
+pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
+/// Compile-time assertion used by `#[model_provider]`.
+pub const fn assert_model_provider_output<T: ModelProviderOutput + ?Sized>() {}
+/// Compile-time assertion used by `#[stage]`.
+pub const fn assert_stage_output<T: StageOutput + ?Sized>() {}
+
+/// Adapts a factory returning `T`.
+pub fn from_plain<T>(value: T) -> Result<Managed<T>, BoxError> {
+    Ok(Managed::new(value))
+}
+
+/// Adapts a factory returning `Result<T, E>`.
+pub fn from_result<T, E: Into<BoxError>>(result: Result<T, E>) -> Result<Managed<T>, BoxError> {
+    result.map(Managed::new).map_err(Into::into)
+}
+
+/// Adapts a factory returning `Managed<T>`.
+pub fn from_managed<T>(managed: Managed<T>) -> Result<Managed<T>, BoxError> {
+    Ok(managed)
+}
+
+/// Adapts a factory returning `Result<Managed<T>, E>`.
+pub fn from_result_managed<T, E: Into<BoxError>>(
+    result: Result<Managed<T>, E>,
+) -> Result<Managed<T>, BoxError> {
+    result.map_err(Into::into)
+}
+
+/// Constructs beans in order, registering cleanups, and rolls back on the first failure.
+#[derive(Default)]
+pub struct Builder {
+    cleanups: Vec<(&'static str, Cleanup)>,
+}
+
+impl Builder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Builder::default()
+    }
+
+    /// Builds one bean: the override if one is set, else `factory`. On success the cleanup
+    /// is registered; on failure every registered cleanup runs in reverse and the error
+    /// names `bean`.
+    pub async fn bean<T, F>(
+        &mut self,
+        bean: &'static str,
+        replacement: Override<T>,
+        factory: F,
+    ) -> Result<T, BuildError>
+    where
+        F: Future<Output = Result<Managed<T>, BoxError>>,
+    {
+        let built = match replacement.0 {
+            OverrideKind::Keep => factory.await,
+            OverrideKind::Value(value) => Ok(Managed::new(value)),
+            OverrideKind::Factory(make) => make().await,
+        };
+        match built {
+            Ok(managed) => {
+                let (value, cleanup) = managed.into_parts();
+                if let Some(cleanup) = cleanup {
+                    self.cleanups.push((bean, cleanup));
+                }
+                Ok(value)
+            }
+            Err(error) => {
+                let mut failures = Vec::new();
+                while let Some((owner, cleanup)) = self.cleanups.pop() {
+                    if let Err(e) = cleanup().await {
+                        failures.push(CleanupFailure::new(owner, e));
+                    }
+                }
+                Err(BuildError::new(bean, error, failures))
+            }
+        }
+    }
+
+    /// Hands the registered cleanups to the application.
+    pub fn finish(self) -> Lifecycle {
+        Lifecycle {
+            pending: Mutex::new(self.cleanups),
+            failures: Mutex::new(Vec::new()),
+            outcome: tokio::sync::OnceCell::new(),
+        }
+    }
+}
+
+/// The cleanups of a built application; `stop` runs them once.
+pub struct Lifecycle {
+    pending: Mutex<Vec<(&'static str, Cleanup)>>,
+    failures: Mutex<Vec<CleanupFailure>>,
+    outcome: tokio::sync::OnceCell<Result<(), StopError>>,
+}
+
+impl Lifecycle {
+    /// Runs every pending cleanup in reverse registration order, once. Concurrent callers
+    /// wait for the same run; later callers get its outcome. If a caller is cancelled midway,
+    /// the next caller resumes with the cleanups that have not run yet, and no failure
+    /// recorded so far is lost.
+    pub async fn stop(&self) -> Result<(), StopError> {
+        self.outcome
+            .get_or_init(|| async {
+                loop {
+                    let next = self
+                        .pending
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .pop();
+                    let Some((bean, cleanup)) = next else { break };
+                    if let Err(e) = cleanup().await {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .push(CleanupFailure::new(bean, e));
+                    }
+                }
+                let failures = std::mem::take(
+                    &mut *self.failures.lock().unwrap_or_else(PoisonError::into_inner),
+                );
+                if failures.is_empty() {
+                    Ok(())
+                } else {
+                    Err(StopError::new(failures))
+                }
+            })
+            .await
+            .clone()
+    }
+}
+
+impl std::fmt::Debug for Lifecycle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let pending = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
+        f.debug_struct("Lifecycle")
+            .field("pending_cleanups", &pending)
+            .field("stopped", &self.outcome.initialized())
+            .finish()
+    }
+}

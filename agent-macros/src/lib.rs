@@ -1,0 +1,72 @@
+//! Procedural macro entry points for `agent-core`. Each one forwards to `agent-compose`,
+//! where the logic lives and is unit-tested. Depend on `agent-core`, which re-exports these.
+#![forbid(unsafe_code)]
+
+use agent_compose::{BeanKind, Modifier};
+use proc_macro::TokenStream;
+
+macro_rules! bean_attributes {
+    ($($(#[$doc:meta])* $name:ident => $kind:ident;)*) => {$(
+        $(#[$doc])*
+        #[proc_macro_attribute]
+        pub fn $name(args: TokenStream, item: TokenStream) -> TokenStream {
+            agent_compose::bean_attribute(BeanKind::$kind, args.into(), item.into()).into()
+        }
+    )*};
+}
+
+macro_rules! modifier_attributes {
+    ($($(#[$doc:meta])* $name:ident => $modifier:ident;)*) => {$(
+        $(#[$doc])*
+        #[proc_macro_attribute]
+        pub fn $name(args: TokenStream, item: TokenStream) -> TokenStream {
+            agent_compose::modifier_attribute(Modifier::$modifier, args.into(), item.into()).into()
+        }
+    )*};
+}
+
+bean_attributes! {
+    /// Declares a bean factory. See `agent_core::bean`.
+    bean => Bean;
+    /// Declares a tool factory. See `agent_core::tool`.
+    tool => Tool;
+    /// Declares a stage factory. See `agent_core::stage`.
+    stage => Stage;
+    /// Declares a model provider factory. See `agent_core::model_provider`.
+    model_provider => ModelProvider;
+}
+
+modifier_attributes! {
+    /// Marks a bean primary. See `agent_core::primary`.
+    primary => Primary;
+    /// Marks a bean as a fallback. See `agent_core::fallback`.
+    fallback => Fallback;
+    /// Adds a qualifier to a bean. See `agent_core::qualifier`.
+    qualifier => Qualifier;
+    /// Sets a bean's collection order. See `agent_core::order`.
+    order => Order;
+}
+
+/// Defines reusable groups of factories. See `agent_core::bean_set`.
+#[proc_macro]
+pub fn bean_set(input: TokenStream) -> TokenStream {
+    agent_compose::bean_set(input.into()).into()
+}
+
+/// Generates an application graph. See `agent_core::compose`.
+#[proc_macro]
+pub fn compose(input: TokenStream) -> TokenStream {
+    agent_compose::compose(input.into()).into()
+}
+
+#[doc(hidden)]
+#[proc_macro]
+pub fn compose_next(input: TokenStream) -> TokenStream {
+    agent_compose::compose_next(input.into()).into()
+}
+
+#[doc(hidden)]
+#[proc_macro]
+pub fn compose_finish(input: TokenStream) -> TokenStream {
+    agent_compose::compose_finish(input.into()).into()
+}
