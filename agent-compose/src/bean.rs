@@ -23,8 +23,37 @@ use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, ItemFn, LitStr};
 
+/// Everything a bean attribute learned about its factory.
+pub struct Analysis {
+    /// The function, minus the metadata attributes that were consumed.
+    pub function: ItemFn,
+    /// The descriptor handed to `compose!` (poisoned when `errors` is not empty).
+    pub descriptor: Descriptor,
+    /// `BeanFactory` and `ParamKey<N>` impls for the marker struct.
+    impls: Vec<TokenStream>,
+    /// The assertion that the output fits the attribute.
+    domain_check: TokenStream,
+    /// Uses that keep consumed modifier paths resolved and their imports used.
+    consumed_uses: TokenStream,
+    /// Every mistake found.
+    pub errors: Errors,
+}
+
 /// Expands `#[kind(args)]` on `item`.
 pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
+    match analyze(kind, args, item) {
+        Ok(analysis) => render(analysis),
+        Err(tokens) => tokens,
+    }
+}
+
+/// Parses and validates one factory. `Err` carries the output for an item that is not a
+/// function at all (the error plus the untouched item).
+pub fn analyze(
+    kind: BeanKind,
+    args: TokenStream,
+    item: TokenStream,
+) -> Result<Analysis, TokenStream> {
     let mut function: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
@@ -37,7 +66,7 @@ pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStre
                 ),
             );
             let errors = err.to_compile_error();
-            return quote!(#errors #item);
+            return Err(quote!(#errors #item));
         }
     };
     let mut errors = Errors::default();
@@ -74,7 +103,6 @@ pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStre
         domain_check = output_check(kind, &sig.value, &mut errors);
     }
     let fn_ident = function.sig.ident.clone();
-    let vis = function.vis.clone();
     let location = location::of(fn_ident.span());
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
     let name = meta
@@ -140,11 +168,39 @@ pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStre
         output,
         key: value_key,
         params,
-        location: location.clone(),
-        krate: krate.clone(),
+        location,
+        krate,
         poisoned,
     };
-    let export = export_name("bean", &krate, &default_name, &location);
+    Ok(Analysis {
+        function,
+        descriptor,
+        impls,
+        domain_check,
+        consumed_uses,
+        errors,
+    })
+}
+
+fn render(analysis: Analysis) -> TokenStream {
+    let Analysis {
+        function,
+        descriptor,
+        impls,
+        domain_check,
+        consumed_uses,
+        errors,
+    } = analysis;
+    let fn_ident = &function.sig.ident;
+    let vis = &function.vis;
+    let default_name = fn_ident.to_string();
+    let default_name = default_name.trim_start_matches("r#");
+    let export = export_name(
+        "bean",
+        &descriptor.krate,
+        default_name,
+        &descriptor.location,
+    );
     let chain = chain_macro(&export, &descriptor.fields());
     let compile_errors = errors.to_compile_errors();
     quote! {
@@ -248,13 +304,13 @@ fn consume_param_attrs(
             let mut kept = Vec::new();
             for a in std::mem::take(&mut pt.attrs) {
                 match attr::attr_name(&a).as_deref().and_then(Modifier::parse) {
-                    Some(Modifier::Qualifier) => match {
+                    Some(Modifier::Qualifier) => {
                         consumed.push(a.path().clone());
-                        attr::parse_qualifier_attr(&a)
-                    } {
-                        Ok(lit) => qualifiers.push(lit),
-                        Err(e) => errors.push(e),
-                    },
+                        match attr::parse_qualifier_attr(&a) {
+                            Ok(lit) => qualifiers.push(lit),
+                            Err(e) => errors.push(e),
+                        }
+                    }
                     Some(other) => errors.at(
                         Code::InvalidSyntax,
                         a.path().span(),

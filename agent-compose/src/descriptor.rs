@@ -18,7 +18,7 @@ use syn::{Ident, LitBool, LitInt, LitStr, Token};
 pub const TAG: &str = "agent_core_descriptor_v1";
 
 /// One bean as `compose!` sees it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct Descriptor {
     /// The path `compose!` used to reach the factory (empty inside the attribute).
     pub path: TokenStream,
@@ -57,7 +57,7 @@ pub struct Descriptor {
 }
 
 /// One dependency as `compose!` sees it.
-#[derive(Clone)]
+#[derive(Clone, Debug)]
 pub struct ParamDesc {
     /// The parameter's name, if its pattern is a plain identifier.
     pub name: Option<Ident>,
@@ -216,8 +216,10 @@ impl Parse for ParamDesc {
         let key = str_value(input)?;
         field(input, "ty")?;
         let ty = braced_tokens(input)?;
+        syn::parse2::<syn::Type>(ty.clone())?;
         field(input, "bean_ty")?;
         let bean_ty = braced_tokens(input)?;
+        syn::parse2::<syn::Type>(bean_ty.clone())?;
         field(input, "qualifiers")?;
         let qualifiers = str_list(input)?;
         if !input.is_empty() {
@@ -242,6 +244,9 @@ impl Parse for Descriptor {
         let input = &content;
         field(input, "path")?;
         let path = braced_tokens(input)?;
+        syn::parse::Parser::parse2(syn::Path::parse_mod_style, path.clone()).map_err(|e| {
+            syn::Error::new(e.span(), format!("a `compose!` entry must be a path: {e}"))
+        })?;
         let tag = ident_value(input)?;
         if tag != TAG {
             return Err(syn::Error::new(
@@ -277,6 +282,7 @@ impl Parse for Descriptor {
             .ok_or_else(|| syn::Error::new(form_ident.span(), "unknown factory form"))?;
         field(input, "output")?;
         let output = braced_tokens(input)?;
+        syn::parse2::<syn::Type>(output.clone())?;
         field(input, "key")?;
         let key = str_value(input)?;
         field(input, "params")?;
@@ -294,6 +300,21 @@ impl Parse for Descriptor {
         let poisoned = bool_value(input)?;
         if !input.is_empty() {
             return Err(input.error("unexpected tokens after descriptor"));
+        }
+        if !poisoned {
+            // The attribute validated these; a descriptor that disagrees was not written by it.
+            let all_names = std::iter::once(&name)
+                .chain(&aliases)
+                .chain(&qualifiers)
+                .chain(params.iter().flat_map(|p: &ParamDesc| &p.qualifiers));
+            for lit in all_names {
+                crate::ident::check(&lit.value()).map_err(|why| {
+                    syn::Error::new(
+                        lit.span(),
+                        format!("descriptor name `{}` {why}", lit.value()),
+                    )
+                })?;
+            }
         }
         Ok(Descriptor {
             path,

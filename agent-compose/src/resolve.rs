@@ -364,24 +364,24 @@ impl Ctx<'_> {
         if remaining.len() > 1 && remaining.iter().any(|&c| self.beans[c].primary) {
             remaining.retain(|&c| self.beans[c].primary);
         }
-        if remaining.len() > 1 {
-            if let Some(name) = &param.name {
-                let word = name.to_string();
-                let word = word.trim_start_matches("r#");
-                let named: Vec<usize> = remaining
-                    .iter()
-                    .copied()
-                    .filter(|&c| {
-                        let b = &self.beans[c];
-                        b.is_called(word)
-                            || std::iter::once(&b.name)
-                                .chain(&b.aliases)
-                                .any(|n| ident::field_name(&n.value()) == word)
-                    })
-                    .collect();
-                if !named.is_empty() {
-                    remaining = named;
-                }
+        if remaining.len() > 1
+            && let Some(name) = &param.name
+        {
+            let word = name.to_string();
+            let word = word.trim_start_matches("r#");
+            let named: Vec<usize> = remaining
+                .iter()
+                .copied()
+                .filter(|&c| {
+                    let b = &self.beans[c];
+                    b.is_called(word)
+                        || std::iter::once(&b.name)
+                            .chain(&b.aliases)
+                            .any(|n| ident::field_name(&n.value()) == word)
+                })
+                .collect();
+            if !named.is_empty() {
+                remaining = named;
             }
         }
         if remaining.len() == 1 {

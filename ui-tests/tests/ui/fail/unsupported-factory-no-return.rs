@@ -1,0 +1,6 @@
+use agent_core::bean;
+
+#[bean]
+pub fn setup() {}
+
+fn main() {}

@@ -1,0 +1,6 @@
+use agent_core::bean;
+
+#[bean]
+pub struct Config;
+
+fn main() {}
