@@ -116,13 +116,20 @@ fn descriptors(fixture: &Fixture) -> Vec<Descriptor> {
             assert!(analysis.errors.is_empty(), "{function} has errors");
             let mut d = analysis.descriptor;
             d.path = syn::parse_str(&path).unwrap();
-            // Locations and crate names depend on where the test runs; pin them.
-            d.location = format!("fixtures/src/{module}.rs");
+            // The crate name and the file name depend on where the test runs; pin them, and
+            // keep the line and column that make each location unique.
+            d.location = pin_file(&d.location, module);
             d.krate = "fixtures".into();
             out.push(d);
         }
     }
     out
+}
+
+/// `<parsed string N>:line:col` (the test's view) becomes `fixtures/src/module.rs:line:col`.
+fn pin_file(location: &str, module: &str) -> String {
+    let line_col = location.rsplitn(3, ':').take(2).collect::<Vec<_>>();
+    format!("fixtures/src/{module}.rs:{}:{}", line_col[1], line_col[0])
 }
 
 fn pretty(tokens: TokenStream) -> String {
@@ -147,6 +154,7 @@ fn expand_graph() -> String {
 #[test]
 fn composition_proof_expansion() {
     let first = expand_graph();
+    assert!(!first.contains("compile_error"), "the proof graph resolves:\n{first}");
     let second = expand_graph();
     assert_eq!(first, second, "expansion is deterministic");
     insta::assert_snapshot!("composition_proof", first);
@@ -155,11 +163,14 @@ fn composition_proof_expansion() {
 #[test]
 fn tool_attribute_expansion() {
     let fixture = read_fixture();
-    let (_, kind, args, item) = fixture.factories.get("write_tool").unwrap();
+    let (module, kind, args, item) = fixture.factories.get("write_tool").unwrap();
     let expanded = bean::expand(*kind, args.clone(), item.clone());
     // Names derived from the location and crate vary by environment; normalize them.
     let text = pretty(expanded);
     let normalized = regex_free_normalize(&text);
+    let start = normalized.find("<parsed string ").expect("a location");
+    let end = start + normalized[start..].find('>').expect("closing bracket") + 1;
+    let normalized = normalized.replace(&normalized[start..end], &format!("fixtures/src/{module}.rs"));
     insta::assert_snapshot!("write_tool_attribute", normalized);
 }
 
