@@ -154,7 +154,10 @@ fn expand_graph() -> String {
 #[test]
 fn composition_proof_expansion() {
     let first = expand_graph();
-    assert!(!first.contains("compile_error"), "the proof graph resolves:\n{first}");
+    assert!(
+        !first.contains("compile_error"),
+        "the proof graph resolves:\n{first}"
+    );
     let second = expand_graph();
     assert_eq!(first, second, "expansion is deterministic");
     insta::assert_snapshot!("composition_proof", first);
@@ -170,7 +173,10 @@ fn tool_attribute_expansion() {
     let normalized = regex_free_normalize(&text);
     let start = normalized.find("<parsed string ").expect("a location");
     let end = start + normalized[start..].find('>').expect("closing bracket") + 1;
-    let normalized = normalized.replace(&normalized[start..end], &format!("fixtures/src/{module}.rs"));
+    let normalized = normalized.replace(
+        &normalized[start..end],
+        &format!("fixtures/src/{module}.rs"),
+    );
     insta::assert_snapshot!("write_tool_attribute", normalized);
 }
 

@@ -4,6 +4,7 @@
 use crate::compose::{
     BoxError, BuildError, Cleanup, CleanupFailure, Managed, Override, OverrideKind, StopError,
 };
+use crate::tool::BoxFuture;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
@@ -134,44 +135,73 @@ impl Builder {
     pub fn finish(self) -> Lifecycle {
         Lifecycle {
             pending: Mutex::new(self.cleanups),
+            interrupted: Mutex::new(None),
             failures: Mutex::new(Vec::new()),
             outcome: tokio::sync::OnceCell::new(),
         }
     }
 }
 
+type RunningCleanup = (&'static str, BoxFuture<'static, Result<(), BoxError>>);
+
 /// The cleanups of a built application; `stop` runs them once.
 pub struct Lifecycle {
     pending: Mutex<Vec<(&'static str, Cleanup)>>,
+    /// A cleanup whose `stop` caller was cancelled mid-way; the next caller finishes it.
+    interrupted: Mutex<Option<RunningCleanup>>,
     failures: Mutex<Vec<CleanupFailure>>,
     outcome: tokio::sync::OnceCell<Result<(), StopError>>,
 }
 
+/// Puts a started cleanup back when the `stop` future running it is dropped.
+struct Running<'a> {
+    slot: &'a Mutex<Option<RunningCleanup>>,
+    cleanup: Option<RunningCleanup>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if let Some(cleanup) = self.cleanup.take() {
+            *lock(self.slot) = Some(cleanup);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic elsewhere cannot leave these plain collections half-updated.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
 impl Lifecycle {
     /// Runs every pending cleanup in reverse registration order, once. Concurrent callers
-    /// wait for the same run; later callers get its outcome. If a caller is cancelled midway,
-    /// the next caller resumes with the cleanups that have not run yet, and no failure
-    /// recorded so far is lost.
+    /// wait for the same run; later callers get its outcome. If a caller is cancelled
+    /// midway, the next caller finishes the interrupted cleanup and continues with the rest;
+    /// no cleanup runs twice and no failure is lost.
     pub async fn stop(&self) -> Result<(), StopError> {
         self.outcome
             .get_or_init(|| async {
                 loop {
-                    let next = self
-                        .pending
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .pop();
-                    let Some((bean, cleanup)) = next else { break };
-                    if let Err(e) = cleanup().await {
-                        self.failures
-                            .lock()
-                            .unwrap_or_else(PoisonError::into_inner)
-                            .push(CleanupFailure::new(bean, e));
+                    let interrupted = lock(&self.interrupted).take();
+                    let next = interrupted.or_else(|| {
+                        lock(&self.pending)
+                            .pop()
+                            .map(|(bean, cleanup)| (bean, cleanup()))
+                    });
+                    let Some(next) = next else { break };
+                    let mut running = Running {
+                        slot: &self.interrupted,
+                        cleanup: Some(next),
+                    };
+                    let result = match running.cleanup.as_mut() {
+                        Some((_, future)) => future.as_mut().await,
+                        None => Ok(()),
+                    };
+                    let bean = running.cleanup.take().map_or("", |(bean, _)| bean);
+                    if let Err(e) = result {
+                        lock(&self.failures).push(CleanupFailure::new(bean, e));
                     }
                 }
-                let failures = std::mem::take(
-                    &mut *self.failures.lock().unwrap_or_else(PoisonError::into_inner),
-                );
+                let failures = std::mem::take(&mut *lock(&self.failures));
                 if failures.is_empty() {
                     Ok(())
                 } else {

@@ -4,9 +4,6 @@
 use agent_core::{bean, compose, fallback, order, primary, qualifier};
 use std::sync::Arc;
 
-/// A bean that knows its own name.
-pub struct Named(pub &'static str);
-
 /// Primary, written above.
 pub struct Clock(pub &'static str);
 /// Primary, written below.
@@ -150,10 +147,13 @@ fn main() {
         assert_eq!(bean("link-below").qualifiers, ["slow"]);
         assert_eq!(bean("cc-first").qualifiers, ["mixed"]);
         assert_eq!(
-            [bean("aa-last").order, bean("bb-middle").order, bean("cc-first").order],
+            [
+                bean("aa-last").order,
+                bean("bb-middle").order,
+                bean("cc-first").order
+            ],
             [30, 20, 10]
         );
         app.stop().await.unwrap();
     });
-    let _ = Named("unused");
 }
