@@ -3,9 +3,11 @@
 //! A bean attribute keeps the function as written (minus the metadata attributes it
 //! consumed) and adds three items that share the function's name in the other namespaces:
 //!
-//! * a braced marker struct (type namespace) whose `BeanFactory` and `ParamKey<N>` impls name
-//!   the bean type and each dependency type *where they were written*, so generated code never
-//!   re-resolves a forwarded type at the `compose!` site;
+//! * a hidden module (type namespace) whose type aliases `__Bean` and `__Param<N>` name the
+//!   bean type and each dependency type as written, resolved through `use super::*` in the
+//!   factory's own scope, so generated code never re-resolves a forwarded type at the
+//!   `compose!` site (aliases, unlike projections, are transparent to coherence, which the
+//!   alias check in `codegen` relies on across crates);
 //! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
 //!   function's name (macro namespace), which hands the descriptor to the next link of a
 //!   `compose!` chain;
@@ -29,8 +31,8 @@ pub struct Analysis {
     pub function: ItemFn,
     /// The descriptor handed to `compose!` (poisoned when `errors` is not empty).
     pub descriptor: Descriptor,
-    /// `BeanFactory` and `ParamKey<N>` impls for the marker struct.
-    impls: Vec<TokenStream>,
+    /// Type aliases of the types module.
+    aliases: Vec<TokenStream>,
     /// The assertion that the output fits the attribute.
     domain_check: TokenStream,
     /// Uses that keep consumed modifier paths resolved and their imports used.
@@ -110,21 +112,19 @@ pub fn analyze(
         .clone()
         .unwrap_or_else(|| LitStr::new(&default_name, fn_ident.span()));
     let poisoned = !errors.is_empty();
-    let (form, is_async, output, value_key, params, impls) = match &sig {
+    let (form, is_async, output, value_key, params, aliases) = match &sig {
         Some(sig) => {
             let value = &sig.value;
-            let mut impls = vec![quote_spanned! {value.span()=>
-                impl ::agent_core::__private::BeanFactory for #fn_ident {
-                    type Output = #value;
-                }
+            let bean_alias = child_scope(value);
+            let mut aliases = vec![quote_spanned! {value.span()=>
+                pub type __Bean = #bean_alias;
             }];
             let mut params = Vec::new();
             for (index, p) in sig.params.iter().enumerate() {
-                let bean_ty = &p.bean_ty;
-                impls.push(quote_spanned! {bean_ty.span()=>
-                    impl ::agent_core::__private::ParamKey<#index> for #fn_ident {
-                        type Key = #bean_ty;
-                    }
+                let alias_name = quote::format_ident!("__Param{}", index);
+                let bean_ty = child_scope(&p.bean_ty);
+                aliases.push(quote_spanned! {p.bean_ty.span()=>
+                    pub type #alias_name = #bean_ty;
                 });
                 params.push(ParamDesc {
                     name: p.name.clone(),
@@ -141,7 +141,7 @@ pub fn analyze(
                 factory::tokens(value),
                 key::of(value),
                 params,
-                impls,
+                aliases,
             )
         }
         None => (
@@ -175,7 +175,7 @@ pub fn analyze(
     Ok(Analysis {
         function,
         descriptor,
-        impls,
+        aliases,
         domain_check,
         consumed_uses,
         errors,
@@ -186,7 +186,7 @@ fn render(analysis: Analysis) -> TokenStream {
     let Analysis {
         function,
         descriptor,
-        impls,
+        aliases,
         domain_check,
         consumed_uses,
         errors,
@@ -209,10 +209,12 @@ fn render(analysis: Analysis) -> TokenStream {
         #consumed_uses
 
         #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
-        #vis struct #fn_ident {}
+        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub, unused_imports)]
+        #vis mod #fn_ident {
+            use super::*;
+            #(#aliases)*
+        }
 
-        #(#impls)*
         #domain_check
         #chain
 
@@ -220,6 +222,31 @@ fn render(analysis: Analysis) -> TokenStream {
         #[allow(unused_imports, unreachable_pub)]
         #vis use #export as #fn_ident;
     }
+}
+
+/// `ty` as seen from a module one level below the factory: `self::` becomes `super::` and
+/// `super::` gains one more `super::`; everything else resolves through `use super::*`.
+fn child_scope(ty: &syn::Type) -> syn::Type {
+    struct Deeper;
+    impl syn::visit_mut::VisitMut for Deeper {
+        fn visit_path_mut(&mut self, path: &mut syn::Path) {
+            if path.leading_colon.is_none() {
+                if let Some(first) = path.segments.first_mut() {
+                    if first.ident == "self" {
+                        first.ident = syn::Ident::new("super", first.ident.span());
+                    } else if first.ident == "super" {
+                        let span = first.ident.span();
+                        path.segments
+                            .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
+                    }
+                }
+            }
+            syn::visit_mut::visit_path_mut(self, path);
+        }
+    }
+    let mut ty = ty.clone();
+    syn::visit_mut::VisitMut::visit_type_mut(&mut Deeper, &mut ty);
+    ty
 }
 
 /// The descriptor macro: appends this bean's descriptor to the accumulator and invokes the
@@ -333,7 +360,9 @@ fn consume_param_attrs(
 fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> TokenStream {
     let span = value.span();
     match kind {
-        BeanKind::Bean => TokenStream::new(),
+        BeanKind::Bean => quote_spanned! {span=>
+            const _: () = ::agent_core::__private::assert_bean_output::<#value>();
+        },
         BeanKind::Tool => quote_spanned! {span=>
             const _: () = ::agent_core::__private::assert_tool_output::<#value>();
         },

@@ -32,7 +32,7 @@ impl Names {
 
 fn output_of(bean: &Descriptor) -> TokenStream {
     let path = &bean.path;
-    quote!(<#path as ::agent_core::__private::BeanFactory>::Output)
+    quote!(#path::__Bean)
 }
 
 fn field_of(bean: &Descriptor) -> Ident {
@@ -417,14 +417,15 @@ fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
         if seen.insert(b.key.clone()) {
             let span = span_of(&b.output);
             impls.push(quote_spanned! {span=>
-                impl EachBeanTypeMustBeWrittenOneWay for <#path as ::agent_core::__private::BeanFactory>::Output {}
+                impl EachBeanTypeMustBeWrittenOneWay for #path::__Bean {}
             });
         }
         for (index, p) in b.params.iter().enumerate() {
             if seen.insert(p.key.clone()) {
                 let span = span_of(&p.bean_ty);
+                let alias = format_ident!("__Param{}", index);
                 impls.push(quote_spanned! {span=>
-                    impl EachBeanTypeMustBeWrittenOneWay for <#path as ::agent_core::__private::ParamKey<#index>>::Key {}
+                    impl EachBeanTypeMustBeWrittenOneWay for #path::#alias {}
                 });
             }
         }

@@ -1,7 +1,7 @@
 //! `bean_set!`: a named, reusable group of factories (and other sets).
 //!
 //! A set `tools` becomes a module `tools` that re-exports its members (so one path reaches
-//! each member's function, marker and descriptor) plus a descriptor macro under the same name
+//! each member's function, types module and descriptor) plus a descriptor macro under the same name
 //! that splices the members into the `compose!` queue, prefixed with the path `compose!` used
 //! to reach the set. Sets therefore work across modules and crates exactly like factories.
 

@@ -10,22 +10,14 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 pub use agent_macros::{compose_finish, compose_next};
 
-/// Implemented by the marker struct that a bean attribute emits beside its factory; names
-/// the bean type where the factory wrote it.
+/// Beans are shared by cloning into every consumer and may cross threads.
 #[diagnostic::on_unimplemented(
-    message = "`{Self}` is not a bean factory",
-    note = "annotate the function with `#[bean]`, `#[tool]`, `#[stage]` or `#[model_provider]`"
+    message = "[wrong-output] a bean must be `Clone + Send + Sync + 'static`, but `{Self}` is not",
+    label = "produced here",
+    note = "share it instead: return `Arc<{Self}>`"
 )]
-pub trait BeanFactory {
-    /// The bean type. Beans are shared by cloning, so they are usually `Arc`s.
-    type Output: Clone + Send + Sync + 'static;
-}
-
-/// Implemented by the marker struct for each parameter: the bean type parameter `N` asks for.
-pub trait ParamKey<const N: usize> {
-    /// The requested bean type (`T` of `Vec<T>`, `Option<T>`, `BTreeMap<String, T>`).
-    type Key: ?Sized;
-}
+pub trait BeanOutput: Clone + Send + Sync + 'static {}
+impl<T: Clone + Send + Sync + 'static> BeanOutput for T {}
 
 /// Only `Arc<dyn Tool>` is a tool bean.
 #[diagnostic::on_unimplemented(
@@ -53,6 +45,8 @@ impl ModelProviderOutput for Arc<dyn crate::model::ModelProvider> {}
 pub trait StageOutput {}
 impl<T: ?Sized + Send + Sync + 'static> StageOutput for Arc<T> {}
 
+/// Compile-time assertion used by `#[bean]`.
+pub const fn assert_bean_output<T: BeanOutput>() {}
 /// Compile-time assertion used by `#[tool]`.
 pub const fn assert_tool_output<T: ToolOutput + ?Sized>() {}
 /// Compile-time assertion used by `#[model_provider]`.
