@@ -230,15 +230,15 @@ fn child_scope(ty: &syn::Type) -> syn::Type {
     struct Deeper;
     impl syn::visit_mut::VisitMut for Deeper {
         fn visit_path_mut(&mut self, path: &mut syn::Path) {
-            if path.leading_colon.is_none() {
-                if let Some(first) = path.segments.first_mut() {
-                    if first.ident == "self" {
-                        first.ident = syn::Ident::new("super", first.ident.span());
-                    } else if first.ident == "super" {
-                        let span = first.ident.span();
-                        path.segments
-                            .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
-                    }
+            if path.leading_colon.is_none()
+                && let Some(first) = path.segments.first_mut()
+            {
+                if first.ident == "self" {
+                    first.ident = syn::Ident::new("super", first.ident.span());
+                } else if first.ident == "super" {
+                    let span = first.ident.span();
+                    path.segments
+                        .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
                 }
             }
             syn::visit_mut::visit_path_mut(self, path);
@@ -440,6 +440,20 @@ mod tests {
         assert_eq!(a, export_name("bean", "app", "read", "src/a.rs:1:1"));
         assert_ne!(a, export_name("bean", "app", "read", "src/b.rs:1:1"));
         assert_ne!(a, export_name("bean", "lib", "read", "src/a.rs:1:1"));
+    }
+
+    #[test]
+    fn types_are_shifted_into_the_child_module() {
+        let shifted = |s: &str| {
+            let ty = child_scope(&syn::parse_str(s).unwrap());
+            quote!(#ty).to_string().replace(' ', "")
+        };
+        assert_eq!(shifted("self::Log"), "super::Log");
+        assert_eq!(shifted("super::a::Log"), "super::super::a::Log");
+        assert_eq!(shifted("Arc<dyn self::Tool + Send>"), "Arc<dynsuper::Tool+Send>");
+        assert_eq!(shifted("<X as super::T>::Out"), "<Xassuper::super::T>::Out");
+        assert_eq!(shifted("crate::Log"), "crate::Log");
+        assert_eq!(shifted("::std::sync::Arc<Log>"), "::std::sync::Arc<Log>");
     }
 
     #[test]
