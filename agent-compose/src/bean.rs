@@ -227,20 +227,43 @@ fn render(analysis: Analysis) -> TokenStream {
 /// `ty` as seen from a module one level below the factory: `self::` becomes `super::` and
 /// `super::` gains one more `super::`; everything else resolves through `use super::*`.
 fn child_scope(ty: &syn::Type) -> syn::Type {
+    /// Shifts one path; returns whether a segment was inserted at the front.
+    fn shift(path: &mut syn::Path) -> bool {
+        if path.leading_colon.is_some() {
+            return false;
+        }
+        let Some(first) = path.segments.first_mut() else {
+            return false;
+        };
+        if first.ident == "self" {
+            first.ident = syn::Ident::new("super", first.ident.span());
+            false
+        } else if first.ident == "super" {
+            let span = first.ident.span();
+            path.segments.insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
+            true
+        } else {
+            false
+        }
+    }
     struct Deeper;
     impl syn::visit_mut::VisitMut for Deeper {
-        fn visit_path_mut(&mut self, path: &mut syn::Path) {
-            if path.leading_colon.is_none()
-                && let Some(first) = path.segments.first_mut()
-            {
-                if first.ident == "self" {
-                    first.ident = syn::Ident::new("super", first.ident.span());
-                } else if first.ident == "super" {
-                    let span = first.ident.span();
-                    path.segments
-                        .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
+        fn visit_type_path_mut(&mut self, tp: &mut syn::TypePath) {
+            if let Some(qself) = &mut tp.qself {
+                // `<X as super::T>::Out`: the trait path is the first `position` segments.
+                if qself.position > 0 && shift(&mut tp.path) {
+                    qself.position += 1;
                 }
+                self.visit_type_mut(&mut qself.ty);
+                for segment in &mut tp.path.segments {
+                    self.visit_path_arguments_mut(&mut segment.arguments);
+                }
+            } else {
+                self.visit_path_mut(&mut tp.path);
             }
+        }
+        fn visit_path_mut(&mut self, path: &mut syn::Path) {
+            shift(path);
             syn::visit_mut::visit_path_mut(self, path);
         }
     }
