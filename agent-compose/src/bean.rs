@@ -240,7 +240,8 @@ fn child_scope(ty: &syn::Type) -> syn::Type {
             false
         } else if first.ident == "super" {
             let span = first.ident.span();
-            path.segments.insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
+            path.segments
+                .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
             true
         } else {
             false
@@ -473,7 +474,10 @@ mod tests {
         };
         assert_eq!(shifted("self::Log"), "super::Log");
         assert_eq!(shifted("super::a::Log"), "super::super::a::Log");
-        assert_eq!(shifted("Arc<dyn self::Tool + Send>"), "Arc<dynsuper::Tool+Send>");
+        assert_eq!(
+            shifted("Arc<dyn self::Tool + Send>"),
+            "Arc<dynsuper::Tool+Send>"
+        );
         assert_eq!(shifted("<X as super::T>::Out"), "<Xassuper::super::T>::Out");
         assert_eq!(shifted("crate::Log"), "crate::Log");
         assert_eq!(shifted("::std::sync::Arc<Log>"), "::std::sync::Arc<Log>");

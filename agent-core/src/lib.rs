@@ -30,14 +30,19 @@
 //!     pub struct App { beans: [greeting, shout] }
 //! }
 //!
-//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
 //! let app = App::build().await?;
 //! assert_eq!(*app.components().shout, "HELLO");
 //! assert_eq!(App::manifest().order, ["greeting", "shout"]);
 //! app.stop().await?;
-//! # Ok::<(), Box<dyn std::error::Error>>(())
-//! # }).unwrap();
+//! # Ok(())
+//! # })
+//! # }
 //! ```
+//!
+//! Factories must be items of a module (not of a function body), since the attributes add
+//! items beside them that refer to the enclosing module.
 #![forbid(unsafe_code)]
 
 pub mod compose;
@@ -51,6 +56,11 @@ pub mod tool;
 pub mod __private;
 
 pub use tool::BoxFuture;
+
+/// The README's example, compiled and run as a doc test so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;
 
 /// Declares a bean factory: an ordinary function whose return value becomes a bean.
 ///
