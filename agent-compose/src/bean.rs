@@ -59,11 +59,12 @@ pub fn analyze(
     let mut function: ItemFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
+            let (what, span) = item_name(&item);
             let err = diag::error(
                 Code::UnsupportedFactory,
-                Span::call_site(),
+                span,
                 format!(
-                    "`#[{}]` applies to a function that builds the bean",
+                    "`#[{}]` applies to a function that builds the bean, not to {what}",
                     kind.as_str()
                 ),
             );
@@ -327,6 +328,7 @@ fn consume_fn_attrs(
             consumed.push(attr.path().clone());
             attr::apply_modifier(modifier, &attr, meta, errors);
         } else if let Some(other) = BeanKind::parse(&name) {
+            consumed.push(attr.path().clone());
             errors.at(
                 Code::DuplicateAttribute,
                 attr.path().span(),
@@ -441,12 +443,25 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
     quote!(#function)
 }
 
+/// The name of an item and its span, for messages about attributes placed on it.
+fn item_name(item: &TokenStream) -> (String, Span) {
+    match syn::parse2::<syn::Item>(item.clone()) {
+        Ok(syn::Item::Fn(f)) => (format!("function `{}`", f.sig.ident), f.sig.ident.span()),
+        Ok(syn::Item::Struct(s)) => (format!("struct `{}`", s.ident), s.ident.span()),
+        Ok(syn::Item::Enum(e)) => (format!("enum `{}`", e.ident), e.ident.span()),
+        Ok(syn::Item::Impl(i)) => ("this `impl` block".to_owned(), i.impl_token.span),
+        Ok(syn::Item::Mod(m)) => (format!("module `{}`", m.ident), m.ident.span()),
+        _ => ("this item".to_owned(), Span::call_site()),
+    }
+}
+
 fn misplaced(modifier: Modifier, item: TokenStream) -> TokenStream {
+    let (what, span) = item_name(&item);
     let err = diag::error(
         Code::UnsupportedFactory,
-        Span::call_site(),
+        span,
         format!(
-            "`#[{}]` describes a bean, so it needs `#[bean]`, `#[tool]`, `#[stage]` or `#[model_provider]` on the same function",
+            "`#[{}]` describes a bean, but {what} has no `#[bean]`, `#[tool]`, `#[stage]` or `#[model_provider]` attribute",
             modifier.as_str()
         ),
     )

@@ -110,10 +110,19 @@ fn types(header: &Header, names: &Names, beans: &[Descriptor]) -> TokenStream {
 }
 
 /// The expansion used after errors: every item users name exists, so the one real
-/// diagnostic is not followed by unresolved-name noise.
+/// diagnostic is not followed by unresolved-name noise. Only beans whose type is known get a
+/// field, once per field name (duplicates are what the diagnostic is about).
 pub fn stub(header: &Header, beans: &[Descriptor]) -> TokenStream {
     let names = Names::new(header);
-    let types = types(header, &names, beans);
+    let mut fields = std::collections::BTreeSet::new();
+    let beans: Vec<Descriptor> = beans
+        .iter()
+        .filter(|b| !b.key.is_empty())
+        .filter(|b| syn::parse_str::<Ident>(&ident::field_name(&b.name.value())).is_ok())
+        .filter(|b| fields.insert(ident::field_name(&b.name.value())))
+        .cloned()
+        .collect();
+    let types = types(header, &names, &beans);
     let Names {
         app,
         components,

@@ -108,10 +108,15 @@ pub fn analyze(
             FnArg::Receiver(r) => unsupported(errors, r.span(), "is a method (takes `self`)"),
             FnArg::Typed(pt) => {
                 if let Some(span) = unnameable(&pt.ty) {
+                    let pattern = &pt.pat;
                     errors.at(
                         Code::UnsupportedFactory,
                         span,
-                        "a dependency must be an owned, nameable type (beans are shared by `Clone`); references, `impl Trait`, `_` and `Self` are not supported",
+                        format!(
+                            "parameter `{}` of factory `{}` must be an owned, nameable type (beans are shared by `Clone`, e.g. `Arc<T>`); references, `impl Trait`, `_` and `Self` are not supported",
+                            quote::quote!(#pattern),
+                            sig.ident
+                        ),
                     );
                     continue;
                 }
@@ -298,7 +303,7 @@ mod tests {
             ),
             (
                 "fn f(x: &Log) -> u8 {}",
-                "[unsupported-factory] a dependency must be",
+                "[unsupported-factory] parameter `x` of factory `f` must be",
             ),
             (
                 "fn f() -> impl Tool {}",

@@ -92,8 +92,7 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
     };
     if beans.iter().any(|b| b.poisoned) {
         // The attribute already reported the mistake; stay quiet and keep names resolvable.
-        let healthy: Vec<_> = Vec::new();
-        return codegen::stub(&header, &healthy);
+        return codegen::stub(&header, &beans);
     }
     match resolve::resolve(&beans, current_crate) {
         Ok(resolution) => codegen::generate(&header, &beans, &resolution, current_crate),

@@ -214,6 +214,22 @@ impl Ctx<'_> {
             .collect()
     }
 
+    /// Like `list`, with each bean's `primary`/`fallback` flags, which decide selection.
+    fn list_flagged(&self, beans: &[usize]) -> String {
+        beans
+            .iter()
+            .map(|&b| {
+                let bean = &self.beans[b];
+                let flag = match (bean.primary, bean.fallback) {
+                    (true, _) => " [primary]",
+                    (_, true) => " [fallback]",
+                    _ => "",
+                };
+                format!("\n  - {}{flag}", self.describe(b))
+            })
+            .collect()
+    }
+
     fn check_listed_once(&self, errors: &mut Errors) {
         let mut first: HashMap<(&str, &str), usize> = HashMap::new();
         for (i, b) in self.beans.iter().enumerate() {
@@ -401,17 +417,23 @@ impl Ctx<'_> {
             "{}, but {} candidates remain after qualifier, fallback, primary and parameter-name selection:{}",
             self.describe_param(consumer, index, param),
             remaining.len(),
-            self.list(&remaining)
+            self.list_flagged(&remaining)
         );
         if !dropped.is_empty() {
             message.push_str(&format!(
                 "\nset aside as fallbacks or non-primaries:{}",
-                self.list(&dropped)
+                self.list_flagged(&dropped)
             ));
         }
-        message.push_str(
-            "\nhelp: mark one candidate `#[primary]`, add `#[qualifier(\"name\")]` to the parameter, or name the parameter after one candidate",
-        );
+        let help = if remaining.iter().all(|&c| self.beans[c].primary) {
+            "help: keep `primary` on one of them, add `#[qualifier(\"name\")]` to the parameter, or name the parameter after one candidate"
+        } else if remaining.iter().all(|&c| self.beans[c].fallback) {
+            "help: only fallbacks are left: add a normal bean of this type, mark one fallback `#[primary]`, or add `#[qualifier(\"name\")]` to the parameter"
+        } else {
+            "help: mark one candidate `#[primary]`, add `#[qualifier(\"name\")]` to the parameter, or name the parameter after one candidate"
+        };
+        message.push('\n');
+        message.push_str(help);
         errors.at(
             Code::AmbiguousDependency,
             self.param_span(consumer, param),
@@ -483,16 +505,37 @@ impl Ctx<'_> {
                 continue;
             }
             let path = cycle_path(&edges, &component, start);
-            let names: Vec<String> = path
-                .iter()
-                .map(|&b| format!("`{}`", self.beans[b].name.value()))
-                .collect();
+            // Each step names the parameter that makes the edge.
+            let via = |from: usize, to: usize| {
+                self.beans[from]
+                    .params
+                    .iter()
+                    .zip(&bindings[from])
+                    .find(|(_, b)| b.members().contains(&to))
+                    .map(|(p, _)| p)
+            };
+            let mut steps = Vec::new();
+            for pair in path.windows(2) {
+                let name = self.beans[pair[0]].name.value();
+                steps.push(match via(pair[0], pair[1]).and_then(|p| p.name.as_ref()) {
+                    Some(param) => format!("`{name}` (parameter `{param}`)"),
+                    None => format!("`{name}`"),
+                });
+            }
+            steps.push(format!("`{}`", self.beans[start].name.value()));
+            let span = match (
+                self.is_local(start),
+                path.get(1).and_then(|&next| via(start, next)),
+            ) {
+                (true, Some(param)) => self.param_span(start, param),
+                _ => self.fn_span(start),
+            };
             errors.at(
                 Code::DependencyCycle,
-                self.fn_span(start),
+                span,
                 format!(
-                    "beans depend on each other in a loop: {}\nbeans in the loop:{}\nhelp: break the loop, e.g. by taking `Option<_>` of a bean that is built later, or by splitting one bean in two",
-                    names.join(" -> "),
+                    "beans depend on each other in a loop: {}\nbeans in the loop:{}\nhelp: every bean is built after the beans it takes, so a loop can never be built; move what they share into a separate bean, or drop one of these parameters",
+                    steps.join(" -> "),
                     self.list(&path[..path.len() - 1])
                 ),
             );

@@ -124,15 +124,33 @@ fn two_primaries_are_ambiguous_and_every_candidate_is_named() {
     assert_eq!(m.len(), 1);
     assert!(m[0].starts_with("[ambiguous-dependency] bean `app` (m::app at src/app.rs:1:1) needs one `T` for parameter `t`"), "{}", m[0]);
     assert!(
-        m[0].contains("- `first` (m::first at src/first.rs:1:1)"),
+        m[0].contains("- `first` (m::first at src/first.rs:1:1) [primary]"),
         "{}",
         m[0]
     );
     assert!(
-        m[0].contains("- `second` (m::second at src/second.rs:1:1)"),
+        m[0].contains("- `second` (m::second at src/second.rs:1:1) [primary]"),
         "{}",
         m[0]
     );
+}
+
+#[test]
+fn ambiguity_help_fits_the_situation() {
+    let primaries = [
+        bean("p1", "T").primary(),
+        bean("p2", "T").primary(),
+        bean("app", "App").param("t", "T"),
+    ];
+    assert!(messages(&primaries)[0].contains("help: keep `primary` on one of them"));
+    let fallbacks = [
+        bean("f1", "T").fallback(),
+        bean("f2", "T").fallback(),
+        bean("app", "App").param("t", "T"),
+    ];
+    let m = messages(&fallbacks);
+    assert!(m[0].contains("help: only fallbacks are left"), "{}", m[0]);
+    assert!(m[0].contains("[fallback]"), "{}", m[0]);
 }
 
 #[test]
@@ -273,13 +291,13 @@ fn cycles_name_the_whole_loop() {
     assert_eq!(m.len(), 1, "{m:?}");
     assert!(
         m[0].starts_with(
-            "[dependency-cycle] beans depend on each other in a loop: `a` -> `b` -> `c` -> `a`"
+            "[dependency-cycle] beans depend on each other in a loop: `a` (parameter `b`) -> `b` (parameter `c`) -> `c` (parameter `a`) -> `a`"
         ),
         "{}",
         m[0]
     );
     let self_loop = [bean("a", "A").param("inner", "A")];
-    assert!(messages(&self_loop)[0].contains("`a` -> `a`"));
+    assert!(messages(&self_loop)[0].contains("`a` (parameter `inner`) -> `a`"));
     let through_list = [
         bean("a", "A").param("all", "Vec<B>"),
         bean("b", "B").param("a", "Option<A>"),
