@@ -295,19 +295,14 @@ pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
     }
     check_qualifiers(&meta.qualifiers, errors);
     if let (Some(primary), Some(fallback)) = (meta.primary, meta.fallback) {
-        let mut e = diag::error(
+        errors.at(
             Code::ConflictingSelection,
             fallback,
             format!(
-                "bean `{name}` is both `primary` and `fallback`; a primary wins selection and a fallback yields, so keep one"
+                "bean `{name}` is both `primary` (at {}) and `fallback`; a primary wins selection and a fallback yields to any other bean, so keep one",
+                crate::location::of(primary)
             ),
         );
-        e.combine(diag::error(
-            Code::ConflictingSelection,
-            primary,
-            "`primary` is given here",
-        ));
-        errors.push(e);
     }
 }
 
@@ -391,7 +386,6 @@ mod tests {
                 "[duplicate-attribute",
                 "[invalid-name",
                 "[duplicate-attribute",
-                "[conflicting-selection",
                 "[conflicting-selection"
             ],
             "{errors:#?}"

@@ -118,9 +118,17 @@ pub fn stub(header: &Header, beans: &[Descriptor]) -> TokenStream {
     let beans: Vec<Descriptor> = beans
         .iter()
         .filter(|b| !b.key.is_empty())
+        .map(|b| {
+            // A bean whose name was rejected keeps the field its function name gives it.
+            let mut b = b.clone();
+            if ident::check(&b.name.value()).is_err() {
+                let fn_name = b.fn_ident.to_string();
+                b.name = LitStr::new(fn_name.trim_start_matches("r#"), b.fn_ident.span());
+            }
+            b
+        })
         .filter(|b| syn::parse_str::<Ident>(&ident::field_name(&b.name.value())).is_ok())
         .filter(|b| fields.insert(ident::field_name(&b.name.value())))
-        .cloned()
         .collect();
     let types = types(header, &names, &beans);
     let Names {

@@ -1,15 +1,16 @@
 use agent_core::{bean, compose};
-use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct Disk;
+#[derive(Clone)]
 pub struct Memory;
 
 mod disk {
     use super::*;
 
     #[bean]
-    pub fn store() -> Arc<Disk> {
-        Arc::new(Disk)
+    pub fn store() -> Disk {
+        Disk
     }
 }
 
@@ -17,8 +18,8 @@ mod memory {
     use super::*;
 
     #[bean]
-    pub fn store() -> Arc<Memory> {
-        Arc::new(Memory)
+    pub fn store() -> Memory {
+        Memory
     }
 }
 

@@ -1,17 +1,18 @@
 use agent_core::{bean, compose};
-use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct Disk;
+#[derive(Clone)]
 pub struct Memory;
 
 #[bean(name = "store")]
-pub fn disk() -> Arc<Disk> {
-    Arc::new(Disk)
+pub fn disk() -> Disk {
+    Disk
 }
 
 #[bean(name = "store")]
-pub fn memory() -> Arc<Memory> {
-    Arc::new(Memory)
+pub fn memory() -> Memory {
+    Memory
 }
 
 compose! {

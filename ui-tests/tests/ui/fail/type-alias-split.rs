@@ -1,16 +1,17 @@
 use agent_core::{bean, compose};
 use std::sync::Arc;
 
+#[derive(Clone)]
 pub struct Config;
-pub type SharedConfig = Arc<Config>;
+pub type Settings = Config;
 
 #[bean]
-pub fn config() -> SharedConfig {
-    Arc::new(Config)
+pub fn config() -> Settings {
+    Config
 }
 
 #[bean]
-pub fn server(configs: Vec<Arc<Config>>) -> Arc<String> {
+pub fn server(configs: Vec<Config>) -> Arc<String> {
     let _ = configs;
     Arc::new(String::new())
 }

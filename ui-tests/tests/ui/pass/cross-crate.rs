@@ -59,9 +59,10 @@ fn main() {
         assert_eq!(c.toolbox.ordered, ["read", "write", "grep"]);
         assert!(Arc::ptr_eq(&c.cleanup, &c.toolbox.log));
         assert_eq!(c.read.definition().name(), "read");
+        // Absolute when `fixtures` is built from outside its workspace (as trybuild does).
         let write = App::manifest().bean("write").unwrap();
         assert!(
-            write.location.starts_with("fixtures/src/tools.rs:"),
+            write.location.contains("fixtures/src/tools.rs:"),
             "{}",
             write.location
         );

@@ -90,9 +90,50 @@ mod beans {
         )))
     }
 
+    /// A stage written without the prelude.
+    pub struct Upper;
+
+    impl ::agent_core::stage::Stage<::std::string::String, ::std::string::String> for Upper {
+        fn process(
+            &self,
+            input: ::std::string::String,
+        ) -> ::agent_core::tool::BoxFuture<
+            '_,
+            ::std::result::Result<::std::string::String, ::agent_core::stage::StageError>,
+        > {
+            ::std::boxed::Box::pin(async move { ::std::result::Result::Ok(input.to_uppercase()) })
+        }
+    }
+
+    #[agent_core::stage(name = "upper")]
+    pub fn upper(
+        _greeting: ::std::option::Option<::std::sync::Arc<Greeting>>,
+    ) -> ::std::sync::Arc<
+        dyn ::agent_core::stage::Stage<::std::string::String, ::std::string::String>,
+    > {
+        ::std::sync::Arc::new(Upper)
+    }
+
+    #[agent_core::tool(name = "echo")]
+    pub async fn echo() -> ::std::result::Result<
+        ::std::sync::Arc<dyn ::agent_core::tool::Tool>,
+        ::agent_core::tool::DefinitionError,
+    > {
+        let definition = ::agent_core::tool::Definition::builder("echo", "Echoes.")
+            .effect(::agent_core::tool::Effect::ReadOnly)
+            .replay_safety(::agent_core::tool::ReplaySafety::Safe)
+            .build()?;
+        ::std::result::Result::Ok(::fixtures::tools::EchoTool::shared(definition))
+    }
+
+    #[agent_core::model_provider(name = "model")]
+    pub fn model() -> ::std::sync::Arc<dyn ::agent_core::model::ModelProvider> {
+        ::std::sync::Arc::new(::fixtures::providers::NamedProvider::new("model"))
+    }
+
     agent_core::bean_set! {
         /// Every bean of this module.
-        pub greetings = [greeting, loud, report];
+        pub greetings = [greeting, loud, report, upper, echo, model];
     }
 }
 
@@ -123,6 +164,16 @@ fn main() {
         assert_eq!(report.all, ["hi"]);
         assert_eq!(report.by_name, ["greeting", "loud"]);
         assert!(report.absent);
+        let c = app.components();
+        let upper = c.upper.process("shout".into()).await.unwrap();
+        assert_eq!(upper, "SHOUT");
+        assert_eq!(c.echo.definition().name(), "echo");
+        assert_eq!(
+            ::fixtures::providers::first_text(c.model.as_ref())
+                .await
+                .as_deref(),
+            Some("model")
+        );
         app.stop().await.unwrap();
     });
 }
