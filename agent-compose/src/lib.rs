@@ -5,7 +5,7 @@
 //!
 //! Phases:
 //! 1. **parse** the bean attributes ([`attr`], [`factory`]) and `compose!`/`bean_set!`
-//!    input ([`compose`], [`set`]);
+//!    input ([`mod@compose`], [`mod@set`]);
 //! 2. **transport** metadata as descriptors ([`descriptor`]) through `macro_rules!` chains
 //!    ([`bean`]);
 //! 3. **resolve** the graph ([`resolve`]);

@@ -2,7 +2,7 @@
 //!
 //! `agent-core` is the one dependency users add. It holds:
 //!
-//! * the **attributes** [`bean`], [`tool`], [`stage`], [`model_provider`] with the modifiers
+//! * the **attributes** [`bean`], [`tool`](macro@tool), [`stage`](macro@stage), [`model_provider`] with the modifiers
 //!   [`primary`], [`fallback`], [`qualifier`], [`order`], plus [`bean_set!`] and [`compose!`],
 //!   which assemble an application graph at compile time;
 //! * the **kernel contracts** the attributes build on: [`tool`](mod@tool), [`model`],
