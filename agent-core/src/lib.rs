@@ -46,6 +46,7 @@
 #![forbid(unsafe_code)]
 
 pub mod compose;
+mod hash;
 pub(crate) mod ident;
 pub mod model;
 pub mod stage;

@@ -268,9 +268,12 @@ pub trait ModelProvider: Send + Sync + 'static {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tool::{Effect, ExecutionError, ReplaySafety, Tool, ToolResult};
+    use crate::tool::{
+        Effect, ExecutionError, NoopReporter, ReplaySafety, Tool, ToolContext, ToolResult,
+    };
     use serde_json::{Value, json};
     use std::sync::{Arc, Mutex};
+    use tokio_util::sync::CancellationToken;
 
     #[test]
     fn message_constructors_set_the_role() {
@@ -304,7 +307,7 @@ mod tests {
 
         let events = vec![
             StreamEvent::TextDelta("Hi".into()),
-            StreamEvent::ToolCall(Call::new("c1", "echo", json!({}))),
+            StreamEvent::ToolCall(Call::new("c1", "echo", json!({})).unwrap()),
             StreamEvent::Completed {
                 usage: Usage {
                     input_tokens: 3,
@@ -408,12 +411,16 @@ mod tests {
             &self.0
         }
 
-        fn call(&self, call: Call) -> BoxFuture<'_, Result<ToolResult, ExecutionError>> {
+        fn execute<'a>(
+            &'a self,
+            call: Call,
+            _ctx: ToolContext<'a>,
+        ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
             Box::pin(async move {
-                let operand = |key: &str| call.arguments.get(key).and_then(Value::as_i64);
+                let operand = |key: &str| call.arguments().get(key).and_then(Value::as_i64);
                 Ok(match (operand("a"), operand("b")) {
-                    (Some(a), Some(b)) => ToolResult::success(call.id, (a + b).to_string()),
-                    _ => ToolResult::problem(call.id, "`a` and `b` must be integers"),
+                    (Some(a), Some(b)) => ToolResult::success(call.id(), (a + b).to_string()),
+                    _ => ToolResult::problem(call.id(), "`a` and `b` must be integers"),
                 })
             })
         }
@@ -439,7 +446,9 @@ mod tests {
             responses: Mutex::new(VecDeque::from([
                 vec![
                     StreamEvent::TextDelta("Let me add.".into()),
-                    StreamEvent::ToolCall(Call::new("c1", "math.add", json!({ "a": 2, "b": 3 }))),
+                    StreamEvent::ToolCall(
+                        Call::new("c1", "math.add", json!({ "a": 2, "b": 3 })).unwrap(),
+                    ),
                     StreamEvent::Completed {
                         usage: Usage {
                             input_tokens: 10,
@@ -481,9 +490,11 @@ mod tests {
                     StreamEvent::ToolCall(call) => {
                         let tool = tools
                             .iter()
-                            .find(|t| t.definition().name() == call.name)
+                            .find(|t| t.definition().name() == call.name())
                             .unwrap();
-                        results.push(tool.call(call).await.unwrap());
+                        let cancel = CancellationToken::new();
+                        let ctx = ToolContext::new(&NoopReporter, &cancel);
+                        results.push(tool.execute(call, ctx).await.unwrap());
                     }
                     StreamEvent::Completed { usage } => {
                         total.input_tokens += usage.input_tokens;
@@ -496,7 +507,7 @@ mod tests {
             answer = text;
             for result in results {
                 assert_eq!(result, ToolResult::success("c1", "5"));
-                messages.push(Message::new(Role::Tool, result.content));
+                messages.push(Message::new(Role::Tool, result.content()));
             }
         }
 

@@ -1,5 +1,23 @@
-//! Stages: asynchronous steps that turn one value into another, and
-//! [`run_pipeline`] to chain same-typed stages.
+//! Stages: asynchronous steps that turn one value into another ([`Stage`], [`run_pipeline`]),
+//! and the tool half of the kernel that sits at the same level: the one [`Dispatcher`], its
+//! [`ToolDispatchDecorator`]s and [`ToolDispatchGuard`]s assembled by [`compose_pipeline`],
+//! and leased tool plans ([`ToolPlanSource`], [`ToolPlanLease`], [`StaticToolPlanSource`]).
+
+mod dispatch;
+mod pipeline;
+mod plan;
+
+pub use dispatch::{
+    ContractViolation, DispatchError, DispatchFailure, DispatchRequest, DispatchScope, Dispatcher,
+    DispatcherError, MAX_RUN_ID_BYTES, ScopeError, ToolDispatcher,
+};
+pub use pipeline::{
+    GuardRequest, Next, PipelineError, ToolDispatchDecorator, ToolDispatchGuard, compose_pipeline,
+};
+pub use plan::{
+    MAX_PLAN_ID_BYTES, PlanError, PlanId, PlanIdError, ReleaseError, StaticToolPlanSource,
+    ToolPlanLease, ToolPlanSource,
+};
 
 use std::error::Error;
 use std::sync::Arc;

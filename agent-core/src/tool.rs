@@ -275,6 +275,39 @@ impl Definition {
     pub fn capabilities(&self) -> &BTreeSet<Capability> {
         &self.capabilities
     }
+
+    /// A stable fingerprint: lowercase hex SHA-256 over the name, description, compact
+    /// schema JSON, effect, replay safety and the sorted capabilities. Capability order never
+    /// matters; any other change to the definition changes it.
+    ///
+    /// ```
+    /// use agent_core::tool::{Capability, Definition, Effect, ReplaySafety};
+    ///
+    /// let make = |caps: &[Capability]| {
+    ///     Definition::builder("read", "Reads a file.")
+    ///         .effect(Effect::ReadOnly)
+    ///         .replay_safety(ReplaySafety::Safe)
+    ///         .capabilities(caps.iter().copied())
+    ///         .build()
+    /// };
+    /// let a = make(&[Capability::FilesystemRead, Capability::EnvironmentRead])?;
+    /// let b = make(&[Capability::EnvironmentRead, Capability::FilesystemRead])?;
+    /// assert_eq!(a.fingerprint(), b.fingerprint());
+    /// assert_eq!(a.fingerprint().len(), 64);
+    /// # Ok::<(), agent_core::tool::DefinitionError>(())
+    /// ```
+    pub fn fingerprint(&self) -> String {
+        let schema = self.input_schema.to_string();
+        let mut fields: Vec<&[u8]> = vec![
+            self.name.as_bytes(),
+            self.description.as_bytes(),
+            schema.as_bytes(),
+            self.effect.as_str().as_bytes(),
+            self.replay_safety.as_str().as_bytes(),
+        ];
+        fields.extend(self.capabilities.iter().map(|c| c.as_str().as_bytes()));
+        crate::hash::fields_hex(fields)
+    }
 }
 
 /// The schema used when a builder is given none: a tool without arguments.
@@ -612,148 +645,14 @@ impl<'de> Deserialize<'de> for Definition {
     }
 }
 
-/// A model's request to run a tool.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Call {
-    /// Identifier chosen by the model or provider; echoed in the
-    /// [`ToolResult`] so the model can match answers to requests.
-    pub id: String,
-    /// Name of the tool to run.
-    pub name: String,
-    /// Arguments, expected to match the tool's input schema.
-    pub arguments: Value,
-}
+mod execution;
 
-impl Call {
-    /// Creates a call.
-    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: Value) -> Self {
-        Self {
-            id: id.into(),
-            name: name.into(),
-            arguments,
-        }
-    }
-}
-
-/// The completed outcome of a [`Call`], to be shown to the model.
-///
-/// A *problem* result (bad arguments, file not found, ...) is still a
-/// completed call: the model sees it and can react. Failures that should stop
-/// the run instead are reported as [`ExecutionError`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolResult {
-    /// The [`Call::id`] this answers.
-    pub call_id: String,
-    /// The text shown to the model.
-    pub content: String,
-    /// Whether the content describes a problem rather than a success.
-    pub is_problem: bool,
-}
-
-impl ToolResult {
-    /// A successful result.
-    pub fn success(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            call_id: call_id.into(),
-            content: content.into(),
-            is_problem: false,
-        }
-    }
-
-    /// A problem result: the call completed, and the model is told what went
-    /// wrong.
-    pub fn problem(call_id: impl Into<String>, content: impl Into<String>) -> Self {
-        Self {
-            call_id: call_id.into(),
-            content: content.into(),
-            is_problem: true,
-        }
-    }
-}
-
-/// A tool call that could not complete at all, as opposed to a
-/// [`ToolResult::problem`] the model is meant to see.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("tool call `{call_id}` failed: {message}")]
-pub struct ExecutionError {
-    call_id: String,
-    message: String,
-}
-
-impl ExecutionError {
-    /// Creates an error for the call with id `call_id`.
-    pub fn new(call_id: impl Into<String>, message: impl Into<String>) -> Self {
-        Self {
-            call_id: call_id.into(),
-            message: message.into(),
-        }
-    }
-
-    /// The [`Call::id`] of the failed call.
-    pub fn call_id(&self) -> &str {
-        &self.call_id
-    }
-
-    /// What went wrong.
-    pub fn message(&self) -> &str {
-        &self.message
-    }
-}
-
-/// A tool a model can call.
-///
-/// The trait is dyn compatible, so hosts can hold heterogeneous tools as
-/// `Arc<dyn Tool>`:
-///
-/// ```
-/// use std::sync::Arc;
-///
-/// use agent_core::tool::{
-///     BoxFuture, Call, Definition, Effect, ExecutionError, ReplaySafety, Tool, ToolResult,
-/// };
-/// use serde_json::json;
-///
-/// struct Echo {
-///     definition: Definition,
-/// }
-///
-/// impl Tool for Echo {
-///     fn definition(&self) -> &Definition {
-///         &self.definition
-///     }
-///
-///     fn call(&self, call: Call) -> BoxFuture<'_, Result<ToolResult, ExecutionError>> {
-///         Box::pin(async move {
-///             match call.arguments["text"].as_str() {
-///                 Some(text) => Ok(ToolResult::success(call.id, text)),
-///                 None => Ok(ToolResult::problem(call.id, "`text` must be a string")),
-///             }
-///         })
-///     }
-/// }
-///
-/// # #[tokio::main(flavor = "current_thread")]
-/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-/// let definition = Definition::builder("echo", "Repeat the given text.")
-///     .effect(Effect::ReadOnly)
-///     .replay_safety(ReplaySafety::Safe)
-///     .build()?;
-/// let tool: Arc<dyn Tool> = Arc::new(Echo { definition });
-///
-/// let result = tool.call(Call::new("call-1", "echo", json!({ "text": "hi" }))).await?;
-/// assert_eq!(result, ToolResult::success("call-1", "hi"));
-/// # Ok(())
-/// # }
-/// ```
-pub trait Tool: Send + Sync + 'static {
-    /// The tool's definition; expected to be the same on every call.
-    fn definition(&self) -> &Definition;
-
-    /// Runs one call. Return [`ToolResult::problem`] for outcomes the model
-    /// should see and react to, and [`ExecutionError`] only when the call
-    /// could not complete.
-    fn call(&self, call: Call) -> BoxFuture<'_, Result<ToolResult, ExecutionError>>;
-}
+pub(crate) use execution::bounded_text;
+pub use execution::{
+    Call, CallError, Cancelled, ExecutionError, ExecutionState, MAX_CALL_ID_BYTES,
+    MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES, NoopReporter, Progress, ReportError, Reporter,
+    RetryDisposition, Tool, ToolContext, ToolResult,
+};
 
 #[cfg(test)]
 mod tests {
@@ -762,7 +661,6 @@ mod tests {
     use proptest::sample::select;
     use serde_json::json;
     use std::collections::HashSet;
-    use std::sync::Arc;
 
     fn read_only() -> DefinitionBuilder {
         Definition::builder("files.read", "Read a file.")
@@ -1390,93 +1288,5 @@ mod tests {
                 .to_string();
             assert!(error.contains(needle), "{error} lacks {needle:?}");
         }
-    }
-
-    // ---- calls, results and errors ----
-
-    #[test]
-    fn call_and_result_constructors() {
-        let call = Call::new("c1", "echo", json!({ "x": 1 }));
-        assert_eq!(
-            call,
-            Call {
-                id: "c1".into(),
-                name: "echo".into(),
-                arguments: json!({ "x": 1 })
-            }
-        );
-
-        let success = ToolResult::success("c1", "ok");
-        assert_eq!(
-            (
-                success.call_id.as_str(),
-                success.content.as_str(),
-                success.is_problem
-            ),
-            ("c1", "ok", false)
-        );
-        let problem = ToolResult::problem("c1", "no such file");
-        assert_eq!(
-            (
-                problem.call_id.as_str(),
-                problem.content.as_str(),
-                problem.is_problem
-            ),
-            ("c1", "no such file", true)
-        );
-        assert_eq!(
-            serde_json::to_value(&problem).unwrap(),
-            json!({ "call_id": "c1", "content": "no such file", "is_problem": true })
-        );
-    }
-
-    #[test]
-    fn execution_error_names_the_call() {
-        let error = ExecutionError::new("c7", "disk on fire");
-        assert_eq!(error.call_id(), "c7");
-        assert_eq!(error.message(), "disk on fire");
-        assert_eq!(error.to_string(), "tool call `c7` failed: disk on fire");
-    }
-
-    // ---- the trait ----
-
-    struct Upper(Definition);
-
-    impl Tool for Upper {
-        fn definition(&self) -> &Definition {
-            &self.0
-        }
-
-        fn call(&self, call: Call) -> BoxFuture<'_, Result<ToolResult, ExecutionError>> {
-            Box::pin(async move {
-                match call.arguments.get("text").and_then(Value::as_str) {
-                    Some(text) => Ok(ToolResult::success(call.id, text.to_uppercase())),
-                    None if call.arguments.is_null() => {
-                        Err(ExecutionError::new(call.id, "no arguments at all"))
-                    }
-                    None => Ok(ToolResult::problem(call.id, "`text` must be a string")),
-                }
-            })
-        }
-    }
-
-    fn assert_send<T: Send>(_: &T) {}
-
-    #[tokio::test]
-    async fn dyn_tool_is_usable_and_its_future_is_send() {
-        let tool: Arc<dyn Tool> = Arc::new(Upper(read_only().build().unwrap()));
-        assert_eq!(tool.definition().name(), "files.read");
-
-        let future = tool.call(Call::new("1", "files.read", json!({ "text": "hi" })));
-        assert_send(&future);
-        assert_eq!(future.await, Ok(ToolResult::success("1", "HI")));
-        assert_eq!(
-            tool.call(Call::new("2", "files.read", json!({}))).await,
-            Ok(ToolResult::problem("2", "`text` must be a string"))
-        );
-        assert_eq!(
-            tool.call(Call::new("3", "files.read", Value::Null)).await,
-            Err(ExecutionError::new("3", "no arguments at all"))
-        );
     }
 }

@@ -1,0 +1,299 @@
+//! Decorators and guards around the one dispatcher, assembled once into a pipeline:
+//!
+//! ```text
+//! composed( decorators[0]( ... decorators[n]( guarded(base, guards[0], ..., guards[m]) ) ) )
+//! ```
+//!
+//! Guards (the permission seam) sit innermost, right above the base dispatcher; trusted
+//! decorators wrap them. Every layer is frozen to the base's definition snapshot, so no
+//! wrapper can dispatch an undeclared tool, and no decorator may change the definition set.
+
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+use super::dispatch::{
+    CatchUnwind, ContractViolation, DispatchError, DispatchRequest, Panicked, SnapshotDispatcher,
+    ToolDispatcher,
+};
+use crate::tool::{BoxFuture, Call, Definition, ToolResult};
+use tokio_util::sync::CancellationToken;
+
+use super::DispatchScope;
+
+/// Wraps a dispatcher in another (logging, metrics, caching, ...). Applied once, at
+/// composition; `decorators[0]` is outermost.
+pub trait ToolDispatchDecorator: Send + Sync {
+    /// Wraps `inner`. `None` means the decorator could not wrap it, which fails composition.
+    fn wrap(&self, inner: Arc<dyn ToolDispatcher>) -> Option<Arc<dyn ToolDispatcher>>;
+}
+
+/// What a guard sees about one dispatch.
+#[derive(Clone, Copy)]
+pub struct GuardRequest<'a> {
+    /// Cancels the dispatch.
+    pub cancel: &'a CancellationToken,
+    /// Who is dispatching.
+    pub scope: &'a DispatchScope,
+    /// The declared definition of the called tool.
+    pub definition: &'a Definition,
+    /// The call.
+    pub call: &'a Call,
+}
+
+impl fmt::Debug for GuardRequest<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardRequest")
+            .field("scope", self.scope)
+            .field("tool", &self.definition.name())
+            .field("call", self.call)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The permission seam: decides whether a call may run. A guard either calls
+/// [`Next::run`] (once: it takes `self`, so a second call does not compile) or answers
+/// without running the tool, typically with a model-visible [`ToolResult::problem`].
+///
+/// ```
+/// use agent_core::stage::{DispatchError, GuardRequest, Next, ToolDispatchGuard};
+/// use agent_core::tool::{BoxFuture, Effect, ToolResult};
+///
+/// /// Refuses every mutating call.
+/// struct ReadOnly;
+///
+/// impl ToolDispatchGuard for ReadOnly {
+///     fn guard<'a>(&'a self, request: GuardRequest<'a>, next: Next<'a>) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+///         if request.definition.effect() == Effect::Mutating {
+///             let refusal = ToolResult::problem(request.call.id(), "refused: this session is read-only");
+///             return Box::pin(async move { Ok(refusal) });
+///         }
+///         next.run()
+///     }
+/// }
+/// ```
+pub trait ToolDispatchGuard: Send + Sync {
+    /// Guards one dispatch.
+    fn guard<'a>(
+        &'a self,
+        request: GuardRequest<'a>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>>;
+}
+
+/// The rest of the pipeline below a guard: the remaining guards, then the base dispatcher.
+/// Single use by construction.
+pub struct Next<'a> {
+    guards: &'a [Arc<dyn ToolDispatchGuard>],
+    first_index: usize,
+    base: &'a dyn ToolDispatcher,
+    request: DispatchRequest<'a>,
+    definition: &'a Definition,
+}
+
+impl<'a> Next<'a> {
+    /// Runs the rest of the pipeline.
+    pub fn run(self) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        let Next {
+            guards,
+            first_index,
+            base,
+            request,
+            definition,
+        } = self;
+        match guards.split_first() {
+            None => base.dispatch(request),
+            Some((guard, rest)) => Box::pin(async move {
+                if request.cancel.is_cancelled() {
+                    return Err(DispatchError::Cancelled {
+                        call_id: request.call.id().to_owned(),
+                    });
+                }
+                let next = Next {
+                    guards: rest,
+                    first_index: first_index + 1,
+                    base,
+                    request,
+                    definition,
+                };
+                let guard_request = GuardRequest {
+                    cancel: request.cancel,
+                    scope: request.scope,
+                    definition,
+                    call: request.call,
+                };
+                let panicked = || {
+                    DispatchError::Contract(ContractViolation::GuardPanicked { index: first_index })
+                };
+                let started = catch_unwind(AssertUnwindSafe(|| guard.guard(guard_request, next)));
+                let Ok(future) = started else {
+                    return Err(panicked());
+                };
+                let outcome = match CatchUnwind(future).await {
+                    Ok(outcome) => outcome?,
+                    Err(Panicked) => return Err(panicked()),
+                };
+                if outcome.call_id() != request.call.id() {
+                    return Err(DispatchError::Contract(
+                        ContractViolation::ResultForOtherCall {
+                            tool: definition.name().to_owned(),
+                            expected: request.call.id().to_owned(),
+                            found: outcome.call_id().to_owned(),
+                        },
+                    ));
+                }
+                Ok(outcome)
+            }),
+        }
+    }
+
+    /// The definition of the called tool.
+    pub fn definition(&self) -> &'a Definition {
+        self.definition
+    }
+}
+
+impl fmt::Debug for Next<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Next")
+            .field("remaining_guards", &self.guards.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Runs the guards in order above the base dispatcher.
+struct GuardedDispatcher {
+    base: Arc<dyn ToolDispatcher>,
+    guards: Vec<Arc<dyn ToolDispatchGuard>>,
+}
+
+impl ToolDispatcher for GuardedDispatcher {
+    fn definitions(&self) -> &[Definition] {
+        self.base.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        let Some(definition) = self.base.definition(request.call.name()) else {
+            let name = request.call.name().to_owned();
+            return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
+        };
+        Next {
+            guards: &self.guards,
+            first_index: 0,
+            base: &*self.base,
+            request,
+            definition,
+        }
+        .run()
+    }
+}
+
+/// The outermost layer; marks the pipeline as composed.
+struct ComposedDispatcher {
+    inner: Arc<dyn ToolDispatcher>,
+}
+
+impl ToolDispatcher for ComposedDispatcher {
+    fn definitions(&self) -> &[Definition] {
+        self.inner.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        self.inner.dispatch(request)
+    }
+
+    fn is_composed(&self) -> bool {
+        true
+    }
+}
+
+/// Why a pipeline could not be composed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PipelineError {
+    /// The base is already a composed pipeline and more layers were given.
+    #[error("the tool dispatch pipeline is already composed")]
+    AlreadyComposed,
+    /// A decorator panicked while wrapping; the panic was contained.
+    #[error("tool dispatch decorator #{index} panicked while wrapping")]
+    DecoratorPanicked {
+        /// The decorator's position.
+        index: usize,
+    },
+    /// A decorator returned nothing.
+    #[error("tool dispatch decorator #{index} returned no dispatcher")]
+    DecoratorReturnedNothing {
+        /// The decorator's position.
+        index: usize,
+    },
+    /// A decorator's dispatcher declares other tools (or other definitions) than the base.
+    #[error("tool dispatch decorator #{index} changed the definition set")]
+    DefinitionSetChanged {
+        /// The decorator's position.
+        index: usize,
+    },
+}
+
+/// Assembles the pipeline once: guards innermost (in order, `guards[0]` first), then the
+/// decorators (`decorators[0]` outermost), every layer frozen to the base's definitions.
+/// Composing an already composed pipeline again is an error unless both lists are empty.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+/// use agent_core::stage::{compose_pipeline, Dispatcher, ToolDispatcher};
+///
+/// let base: Arc<dyn ToolDispatcher> = Arc::new(Dispatcher::new(BTreeMap::new())?);
+/// let pipeline = compose_pipeline(base, Vec::new(), Vec::new())?;
+/// assert!(compose_pipeline(pipeline.clone(), Vec::new(), Vec::new()).is_ok());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn compose_pipeline(
+    base: Arc<dyn ToolDispatcher>,
+    guards: Vec<Arc<dyn ToolDispatchGuard>>,
+    decorators: Vec<Arc<dyn ToolDispatchDecorator>>,
+) -> Result<Arc<dyn ToolDispatcher>, PipelineError> {
+    if base.is_composed() {
+        return if guards.is_empty() && decorators.is_empty() {
+            Ok(base)
+        } else {
+            Err(PipelineError::AlreadyComposed)
+        };
+    }
+    let snapshot: Arc<[Definition]> = base.definitions().into();
+    let fingerprints: Vec<(String, String)> = snapshot
+        .iter()
+        .map(|d| (d.name().to_owned(), d.fingerprint()))
+        .collect();
+    let guarded: Arc<dyn ToolDispatcher> = Arc::new(GuardedDispatcher { base, guards });
+    let mut current: Arc<dyn ToolDispatcher> = Arc::new(SnapshotDispatcher {
+        inner: guarded,
+        definitions: snapshot.clone(),
+    });
+    for (index, decorator) in decorators.iter().enumerate().rev() {
+        let inner = current.clone();
+        let wrapped = match catch_unwind(AssertUnwindSafe(|| decorator.wrap(inner))) {
+            Ok(Some(wrapped)) => wrapped,
+            Ok(None) => return Err(PipelineError::DecoratorReturnedNothing { index }),
+            Err(_payload) => return Err(PipelineError::DecoratorPanicked { index }),
+        };
+        let declared: Vec<(String, String)> = wrapped
+            .definitions()
+            .iter()
+            .map(|d| (d.name().to_owned(), d.fingerprint()))
+            .collect();
+        if declared != fingerprints {
+            return Err(PipelineError::DefinitionSetChanged { index });
+        }
+        current = Arc::new(SnapshotDispatcher {
+            inner: wrapped,
+            definitions: snapshot.clone(),
+        });
+    }
+    Ok(Arc::new(ComposedDispatcher { inner: current }))
+}
