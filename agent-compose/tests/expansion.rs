@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use syn::parse::Parse;
 
-const FIXTURE_MODULES: [&str; 5] = ["log", "providers", "stages", "tools", "proof"];
+const FIXTURE_MODULES: [&str; 6] = ["log", "providers", "stages", "tools", "proof", "dispatch"];
 
 struct Fixture {
     /// Annotated factories by function name: (module, kind, args, item).
