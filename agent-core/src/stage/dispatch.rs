@@ -428,7 +428,7 @@ impl ToolDispatcher for Dispatcher {
             let Ok(future) = started else {
                 return check_outcome(definition, call, Err(Panicked), None);
             };
-            let execution = CatchUnwind(future);
+            let execution = CatchUnwind::new(future);
             // A completed outcome wins over a cancellation that arrives at the same time.
             let outcome = tokio::select! {
                 biased;
@@ -483,9 +483,8 @@ fn check_outcome(
             })
         }
         Ok(Ok(result)) => {
-            if let Some(reporter) = reporter_failure {
-                return Err(DispatchError::Reporter(reporter));
-            }
+            // Contract checks come first, as for errors: a reporter failure must not hide a
+            // broken contract.
             if result.call_id() != call.id() {
                 return contract(ContractViolation::ResultForOtherCall {
                     tool: tool(),
@@ -498,6 +497,9 @@ fn check_outcome(
                     tool: tool(),
                     size: result.content().len(),
                 });
+            }
+            if let Some(reporter) = reporter_failure {
+                return Err(DispatchError::Reporter(reporter));
             }
             Ok(result)
         }
@@ -538,7 +540,7 @@ impl Reporter for ScopedReporter<'_> {
             };
             let result = match invalid {
                 Some(why) => Err(ReportError::new(why)),
-                None => match CatchUnwind(self.inner.report(progress)).await {
+                None => match CatchUnwind::new(self.inner.report(progress)).await {
                     Ok(result) => result,
                     Err(Panicked) => Err(ReportError::new("reporter panicked")),
                 },
@@ -555,19 +557,43 @@ impl Reporter for ScopedReporter<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Panicked;
 
-/// Polls a future, turning a panic into [`Panicked`].
-pub(crate) struct CatchUnwind<F>(pub(crate) F);
+/// Polls a future, turning a panic into [`Panicked`]. Dropping the future is contained too:
+/// an abandoned (e.g. cancelled) tool whose state panics on drop must not unwind into the
+/// caller.
+pub(crate) struct CatchUnwind<F>(Option<F>);
+
+impl<F> CatchUnwind<F> {
+    pub(crate) fn new(future: F) -> Self {
+        CatchUnwind(Some(future))
+    }
+
+    /// Drops the inner future, containing any panic.
+    fn discard(&mut self) {
+        let inner = self.0.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
+    }
+}
+
+impl<F> Drop for CatchUnwind<F> {
+    fn drop(&mut self) {
+        self.discard();
+    }
+}
 
 impl<F: Future + Unpin> Future for CatchUnwind<F> {
     type Output = Result<F::Output, Panicked>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_payload) => Poll::Ready(Err(Panicked)),
-        }
+        let Some(inner) = self.0.as_mut() else {
+            panic!("CatchUnwind polled after completion");
+        };
+        let output = match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(output)) => Ok(output),
+            Err(_payload) => Err(Panicked),
+        };
+        self.discard();
+        Poll::Ready(output)
     }
 }
 

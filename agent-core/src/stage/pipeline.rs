@@ -129,7 +129,7 @@ impl<'a> Next<'a> {
                 let Ok(future) = started else {
                     return Err(panicked());
                 };
-                let outcome = match CatchUnwind(future).await {
+                let outcome = match CatchUnwind::new(future).await {
                     Ok(outcome) => outcome?,
                     Err(Panicked) => return Err(panicked()),
                 };
@@ -161,22 +161,24 @@ impl fmt::Debug for Next<'_> {
     }
 }
 
-/// Runs the guards in order above the base dispatcher.
+/// Runs the guards in order above the base dispatcher. Guards see the snapshot taken at
+/// composition, never what the base reports later.
 struct GuardedDispatcher {
     base: Arc<dyn ToolDispatcher>,
+    definitions: Arc<[Definition]>,
     guards: Vec<Arc<dyn ToolDispatchGuard>>,
 }
 
 impl ToolDispatcher for GuardedDispatcher {
     fn definitions(&self) -> &[Definition] {
-        self.base.definitions()
+        &self.definitions
     }
 
     fn dispatch<'a>(
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        let Some(definition) = self.base.definition(request.call.name()) else {
+        let Some(definition) = self.definition(request.call.name()) else {
             let name = request.call.name().to_owned();
             return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
         };
@@ -270,7 +272,11 @@ pub fn compose_pipeline(
         .iter()
         .map(|d| (d.name().to_owned(), d.fingerprint()))
         .collect();
-    let guarded: Arc<dyn ToolDispatcher> = Arc::new(GuardedDispatcher { base, guards });
+    let guarded: Arc<dyn ToolDispatcher> = Arc::new(GuardedDispatcher {
+        base,
+        definitions: snapshot.clone(),
+        guards,
+    });
     let mut current: Arc<dyn ToolDispatcher> = Arc::new(SnapshotDispatcher {
         inner: guarded,
         definitions: snapshot.clone(),

@@ -10,7 +10,6 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{DispatchError, DispatchRequest, SnapshotDispatcher, ToolDispatcher};
 use super::pipeline::{PipelineError, compose_pipeline};
-use crate::compose::BoxError;
 use crate::tool::{BoxFuture, Definition, ToolResult};
 
 /// Largest plan id, in bytes.
@@ -102,6 +101,10 @@ pub trait ToolPlanSource: Send + Sync {
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>>;
 }
+
+/// What a release callback may fail with (the same type as `compose::BoxError`, spelled out
+/// so the kernel does not depend on the composition runtime).
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 type ReleaseCallback = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
 

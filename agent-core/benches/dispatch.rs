@@ -1,0 +1,154 @@
+//! Cost of one tool call through the dispatch layers.
+//!
+//! Three ways to run the same trivial tool, on a current-thread tokio runtime:
+//!
+//! - `dispatch/direct`: `tool.execute(call, ToolContext::new(..))`, no dispatcher at all;
+//! - `dispatch/dispatcher`: the canonical [`Dispatcher`];
+//! - `dispatch/pipeline_3d_2g`: [`compose_pipeline`] over that dispatcher with three
+//!   decorators that only forward and two guards that only call [`Next::run`].
+//!
+//! Every variant clones the one [`Call`] once per iteration (the direct call by hand, the
+//! dispatcher internally), so the differences are the layers' own cost. Run with
+//! `cargo bench -p agent-core --bench dispatch`; results are recorded in
+//! `docs/performance.md`.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::sync::Arc;
+
+use agent_core::stage::{
+    DispatchError, DispatchRequest, DispatchScope, Dispatcher, GuardRequest, Next, PlanId,
+    ToolDispatchDecorator, ToolDispatchGuard, ToolDispatcher, compose_pipeline,
+};
+use agent_core::tool::{
+    BoxFuture, Call, Definition, Effect, ExecutionError, NoopReporter, ReplaySafety, Tool,
+    ToolContext, ToolResult,
+};
+use criterion::{Criterion, criterion_group, criterion_main};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+/// Answers every call with a fixed success, so the benchmark measures the layers around it.
+struct Echo(Definition);
+
+impl Tool for Echo {
+    fn definition(&self) -> &Definition {
+        &self.0
+    }
+
+    fn execute<'a>(
+        &'a self,
+        call: Call,
+        _ctx: ToolContext<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
+        Box::pin(async move { Ok(ToolResult::success(call.id(), "ok")) })
+    }
+}
+
+/// A decorator whose dispatcher forwards every call unchanged.
+struct Forward;
+
+impl ToolDispatchDecorator for Forward {
+    fn wrap(&self, inner: Arc<dyn ToolDispatcher>) -> Option<Arc<dyn ToolDispatcher>> {
+        Some(Arc::new(Forwarding(inner)))
+    }
+}
+
+struct Forwarding(Arc<dyn ToolDispatcher>);
+
+impl ToolDispatcher for Forwarding {
+    fn definitions(&self) -> &[Definition] {
+        self.0.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        self.0.dispatch(request)
+    }
+}
+
+/// A guard that lets every call through.
+struct Allow;
+
+impl ToolDispatchGuard for Allow {
+    fn guard<'a>(
+        &'a self,
+        _request: GuardRequest<'a>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        next.run()
+    }
+}
+
+fn dispatch(c: &mut Criterion) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a current-thread runtime");
+
+    let definition = Definition::builder("echo", "Answers `ok`.")
+        .effect(Effect::ReadOnly)
+        .replay_safety(ReplaySafety::Safe)
+        .build()
+        .expect("a valid definition");
+    let tool: Arc<dyn Tool> = Arc::new(Echo(definition));
+    let dispatcher: Arc<dyn ToolDispatcher> = Arc::new(
+        Dispatcher::new(BTreeMap::from([("echo".to_owned(), tool.clone())]))
+            .expect("a valid dispatcher"),
+    );
+    let guards: Vec<Arc<dyn ToolDispatchGuard>> = vec![Arc::new(Allow), Arc::new(Allow)];
+    let decorators: Vec<Arc<dyn ToolDispatchDecorator>> =
+        vec![Arc::new(Forward), Arc::new(Forward), Arc::new(Forward)];
+    let pipeline =
+        compose_pipeline(dispatcher.clone(), guards, decorators).expect("a valid pipeline");
+
+    let call = Call::new("call-1", "echo", json!({ "text": "hello" })).expect("a valid call");
+    let scope = DispatchScope::new(
+        "run-1",
+        1,
+        PlanId::new("static:bench").expect("a valid plan id"),
+        format!("sha256:{}", "0".repeat(64)),
+    )
+    .expect("a valid scope");
+    let cancel = CancellationToken::new();
+    let request = DispatchRequest {
+        cancel: &cancel,
+        scope: &scope,
+        call: &call,
+        reporter: &NoopReporter,
+    };
+
+    // Every variant must produce the same answer, or the comparison means nothing.
+    let expected = ToolResult::success("call-1", "ok");
+    let direct =
+        runtime.block_on(tool.execute(call.clone(), ToolContext::new(&NoopReporter, &cancel)));
+    assert_eq!(direct, Ok(expected.clone()));
+    assert_eq!(
+        runtime.block_on(dispatcher.dispatch(request)),
+        Ok(expected.clone())
+    );
+    assert_eq!(runtime.block_on(pipeline.dispatch(request)), Ok(expected));
+
+    let mut group = c.benchmark_group("dispatch");
+    group.bench_function("direct", |b| {
+        b.to_async(&runtime).iter(|| {
+            tool.execute(
+                black_box(&call).clone(),
+                ToolContext::new(&NoopReporter, &cancel),
+            )
+        });
+    });
+    group.bench_function("dispatcher", |b| {
+        b.to_async(&runtime)
+            .iter(|| dispatcher.dispatch(black_box(request)));
+    });
+    group.bench_function("pipeline_3d_2g", |b| {
+        b.to_async(&runtime)
+            .iter(|| pipeline.dispatch(black_box(request)));
+    });
+    group.finish();
+}
+
+criterion_group!(benches, dispatch);
+criterion_main!(benches);
