@@ -202,7 +202,8 @@ fn render(analysis: Analysis) -> TokenStream {
         default_name,
         &descriptor.location,
     );
-    let chain = chain_macro(&export, &descriptor.fields());
+    let fields = descriptor.fields();
+    let chain = crate::chain::descriptor_macro(&export, &quote!({ path = { $($me)* } #fields }));
     let compile_errors = errors.to_compile_errors();
     quote! {
         #compile_errors
@@ -272,28 +273,6 @@ fn child_scope(ty: &syn::Type) -> syn::Type {
     let mut ty = ty.clone();
     syn::visit_mut::VisitMut::visit_type_mut(&mut Deeper, &mut ty);
     ty
-}
-
-/// The descriptor macro: appends this bean's descriptor to the accumulator and invokes the
-/// next path in the queue, or finishes the chain when the queue is empty. One link costs one
-/// level of macro recursion.
-pub fn chain_macro(export: &syn::Ident, fields: &TokenStream) -> TokenStream {
-    quote! {
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! #export {
-            ({ $($me:tt)* } [ { $($next:tt)* } $($rest:tt)* ] [ $($acc:tt)* ] $($header:tt)*) => {
-                $($next)* ! {
-                    { $($next)* } [ $($rest)* ] [ $($acc)* { path = { $($me)* } #fields } ] $($header)*
-                }
-            };
-            ({ $($me:tt)* } [ ] [ $($acc:tt)* ] $($header:tt)*) => {
-                ::agent_core::__private::compose_finish! {
-                    [ $($acc)* { path = { $($me)* } #fields } ] $($header)*
-                }
-            };
-        }
-    }
 }
 
 /// A crate-root-unique, reproducible name for an exported macro.

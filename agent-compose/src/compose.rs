@@ -82,47 +82,9 @@ pub fn expand(input: TokenStream) -> TokenStream {
             return e.to_compile_error();
         }
     };
-    let queue: Vec<TokenStream> = entries.iter().map(|p| quote!({ #p })).collect();
-    next(&queue, &TokenStream::new(), &quote!({ #header }))
-}
-
-/// Emits the next link: the first queued path's descriptor macro, or the finishing macro.
-fn next(queue: &[TokenStream], acc: &TokenStream, header: &TokenStream) -> TokenStream {
-    match queue.split_first() {
-        None => quote!(::agent_core::__private::compose_finish! { [ #acc ] #header }),
-        Some((first, rest)) => {
-            let path: TokenStream = match syn::parse2::<proc_macro2::Group>(first.clone()) {
-                Ok(g) => g.stream(),
-                Err(_) => first.clone(),
-            };
-            quote!(#path ! { #first [ #(#rest)* ] [ #acc ] #header })
-        }
-    }
-}
-
-/// `compose_next! { [queue] [acc] {header} }`: used by bean sets after splicing members in.
-pub fn expand_next(input: TokenStream) -> TokenStream {
-    let parsed = syn::parse::Parser::parse2(
-        |input: ParseStream<'_>| {
-            let queue_content;
-            syn::bracketed!(queue_content in input);
-            let mut queue = Vec::new();
-            while !queue_content.is_empty() {
-                let g: proc_macro2::Group = queue_content.parse()?;
-                queue.push(quote!(#g));
-            }
-            let acc_content;
-            syn::bracketed!(acc_content in input);
-            let acc: TokenStream = acc_content.parse()?;
-            let header: TokenStream = input.parse()?;
-            Ok((queue, acc, header))
-        },
-        input,
-    );
-    match parsed {
-        Ok((queue, acc, header)) => next(&queue, &acc, &header),
-        Err(e) => diag::syntax(e).to_compile_error(),
-    }
+    let entries: Vec<TokenStream> = entries.iter().map(|p| quote!(#p)).collect();
+    let unique = format!("app_{}", header.name);
+    crate::chain::run(&entries, &quote!({ #header }), &unique)
 }
 
 #[cfg(test)]

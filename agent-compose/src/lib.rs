@@ -18,6 +18,7 @@
 
 pub mod attr;
 pub mod bean;
+pub mod chain;
 pub mod codegen;
 pub mod compose;
 pub mod descriptor;
@@ -55,15 +56,46 @@ pub fn compose(input: TokenStream) -> TokenStream {
     compose::expand(input)
 }
 
-/// The hidden link that bean sets use to continue a chain.
-pub fn compose_next(input: TokenStream) -> TokenStream {
-    compose::expand_next(input)
-}
-
 /// The last link of a chain: `[ {descriptor}* ] { header }`. Resolves and generates.
 pub fn compose_finish(input: TokenStream) -> TokenStream {
     let current_crate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
     finish(input, &current_crate)
+}
+
+/// What the last link of a chain builds.
+enum Finish {
+    /// The application.
+    App(compose::Header),
+    /// A stage of a chunked chain.
+    Stage(syn::Ident),
+    /// A bean set's descriptor macro, with the set's entries as written.
+    Set(syn::Ident, Vec<syn::Path>),
+}
+
+impl syn::parse::Parse for Finish {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(syn::Token![@]) {
+            input.parse::<syn::Token![@]>()?;
+            let kind: syn::Ident = input.parse()?;
+            let name: syn::Ident = input.parse()?;
+            if kind == "stage" {
+                return Ok(Finish::Stage(name));
+            }
+            if kind == "set" {
+                let entries;
+                syn::bracketed!(entries in input);
+                let mut paths = Vec::new();
+                while !entries.is_empty() {
+                    let group;
+                    syn::braced!(group in entries);
+                    paths.push(group.call(syn::Path::parse_mod_style)?);
+                }
+                return Ok(Finish::Set(name, paths));
+            }
+            return Err(syn::Error::new(kind.span(), "unknown chain finisher"));
+        }
+        Ok(Finish::App(input.parse()?))
+    }
 }
 
 /// [`compose_finish`] with the current crate given explicitly (for tests).
@@ -78,17 +110,25 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
             }
             let header_group;
             syn::braced!(header_group in input);
-            let header: compose::Header = header_group.parse()?;
+            let finish: Finish = header_group.parse()?;
             if !header_group.is_empty() || !input.is_empty() {
-                return Err(input.error("unexpected tokens after the application header"));
+                return Err(input.error("unexpected tokens after the chain header"));
             }
-            Ok((beans, header))
+            Ok((beans, finish))
         },
         input,
     );
-    let (beans, header) = match parsed {
+    let (beans, finish) = match parsed {
         Ok(v) => v,
         Err(e) => return diag::syntax(e).to_compile_error(),
+    };
+    let header = match finish {
+        Finish::App(header) => header,
+        Finish::Stage(name) => return chain::stage(&name, &braced(&beans, |d| d.path.clone())),
+        Finish::Set(export, entries) => {
+            let descriptors = braced(&beans, |d| set::member_path(&d.path, &entries));
+            return chain::descriptor_macro(&export, &descriptors);
+        }
     };
     if beans.iter().any(|b| b.poisoned) {
         // The attribute already reported the mistake; stay quiet and keep names resolvable.
@@ -102,4 +142,19 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
             quote::quote!(#errors #stub)
         }
     }
+}
+
+/// Re-emits descriptors as `{ path = { <path> } fields }` groups.
+fn braced(
+    beans: &[descriptor::Descriptor],
+    path: impl Fn(&descriptor::Descriptor) -> TokenStream,
+) -> TokenStream {
+    beans
+        .iter()
+        .map(|d| {
+            let path = path(d);
+            let fields = d.fields();
+            quote::quote!({ path = { #path } #fields })
+        })
+        .collect()
 }

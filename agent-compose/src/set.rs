@@ -1,9 +1,12 @@
 //! `bean_set!`: a named, reusable group of factories (and other sets).
 //!
 //! A set `tools` becomes a module `tools` that re-exports its members (so one path reaches
-//! each member's function, types module and descriptor) plus a descriptor macro under the same name
-//! that splices the members into the `compose!` queue, prefixed with the path `compose!` used
-//! to reach the set. Sets therefore work across modules and crates exactly like factories.
+//! each member's function, types module and descriptor), plus a descriptor macro under the same
+//! name that carries every member's descriptor. That macro is built by running a chain over
+//! the members where the set is defined; each descriptor's path is rewritten to start with
+//! whatever path `compose!` later reaches the set by. A set therefore costs one link of
+//! recursion however many members it has, and works across modules and crates exactly like a
+//! factory.
 
 use crate::bean;
 use crate::diag::{self, Code, Errors};
@@ -89,16 +92,11 @@ fn expand_one(set: SetDef) -> TokenStream {
         let path = from_child_module(m);
         quote!(#[doc(no_inline)] #inner_vis use #path;)
     });
-    let splices = members.iter().map(|m| {
-        let last = &m
-            .segments
-            .last()
-            .expect("parsed paths have a segment")
-            .ident;
-        quote!({ $($me)* :: #last })
-    });
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
     let export = bean::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
+    let entries: Vec<TokenStream> = members.iter().map(|m| quote!(#m)).collect();
+    let header = quote!({ @set #export [ #({ #entries })* ] });
+    let chain = crate::chain::run(&entries, &header, &format!("set_{name}"));
     quote! {
         #(#attrs)*
         #[allow(unused_imports, unreachable_pub)]
@@ -108,20 +106,45 @@ fn expand_one(set: SetDef) -> TokenStream {
             #(#reexports)*
         }
 
-        #[doc(hidden)]
-        #[macro_export]
-        macro_rules! #export {
-            ({ $($me:tt)* } [ $($rest:tt)* ] [ $($acc:tt)* ] $($header:tt)*) => {
-                ::agent_core::__private::compose_next! {
-                    [ #(#splices)* $($rest)* ] [ $($acc)* ] $($header)*
-                }
-            };
-        }
+        #chain
 
         #[doc(hidden)]
         #[allow(unused_imports, unreachable_pub)]
         #vis use #export as #name;
     }
+}
+
+/// The path of a member descriptor as seen from `compose!`: `$($me)*` (the path that reached
+/// the set) then the member's re-exported name, then whatever a nested set added below it.
+pub fn member_path(path: &TokenStream, entries: &[Path]) -> TokenStream {
+    let segments = |tokens: &TokenStream| -> Vec<String> {
+        tokens
+            .clone()
+            .into_iter()
+            .filter_map(|t| match t {
+                proc_macro2::TokenTree::Ident(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .collect()
+    };
+    let written = segments(path);
+    let entry = entries
+        .iter()
+        .map(|e| (e, segments(&quote!(#e))))
+        .filter(|(_, segs)| written.starts_with(segs))
+        .max_by_key(|(_, segs)| segs.len());
+    let (last, below) = match entry {
+        Some((e, segs)) => (
+            e.segments.last().map(|s| s.ident.to_string()),
+            written[segs.len()..].to_vec(),
+        ),
+        None => (written.last().cloned(), Vec::new()),
+    };
+    let names = last
+        .into_iter()
+        .chain(below)
+        .map(|s| proc_macro2::Ident::new(&s, proc_macro2::Span::call_site()));
+    quote!($($me)* #(:: #names)*)
 }
 
 /// Visibility of the re-exports inside the set module: wide enough for whoever can see the
@@ -177,6 +200,19 @@ mod tests {
         assert_eq!(p("super::x::read_tool"), "super::super::x::read_tool");
         assert_eq!(p("crate::a::b"), "crate::a::b");
         assert_eq!(p("::ext::b"), "::ext::b");
+    }
+
+    #[test]
+    fn member_paths_start_at_the_set() {
+        let entries: Vec<Path> = vec![
+            syn::parse_quote!(read),
+            syn::parse_quote!(tools::write),
+            syn::parse_quote!(inner),
+        ];
+        let p = |tokens: TokenStream| member_path(&tokens, &entries).to_string().replace(' ', "");
+        assert_eq!(p(quote!(read)), "$($me)*::read");
+        assert_eq!(p(quote!(tools::write)), "$($me)*::write");
+        assert_eq!(p(quote!(inner::deep::x)), "$($me)*::inner::deep::x");
     }
 
     #[test]

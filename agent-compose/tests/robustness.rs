@@ -2,8 +2,7 @@
 //! errors spanned at the offending token.
 
 use agent_compose::{
-    BeanKind, Modifier, bean, bean_attribute, bean_set, compose, compose_next, finish,
-    modifier_attribute,
+    BeanKind, Modifier, bean, bean_attribute, bean_set, compose, finish, modifier_attribute,
 };
 use proc_macro2::TokenStream;
 use proptest::prelude::*;
@@ -265,7 +264,6 @@ proptest! {
         }
         no_panic("bean_set", || bean_set(a.clone()));
         no_panic("compose", || compose(a.clone()));
-        no_panic("compose_next", || compose_next(a.clone()));
         let out = no_panic("finish", || finish(a.clone(), "app"));
         prop_assert!(out.contains("compile_error"), "finish accepted {}", a);
     }

@@ -8,7 +8,7 @@ use crate::tool::BoxFuture;
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 
-pub use agent_macros::{compose_finish, compose_next};
+pub use agent_macros::compose_finish;
 
 /// Beans are shared by cloning into every consumer and may cross threads.
 #[diagnostic::on_unimplemented(

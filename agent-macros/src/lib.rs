@@ -61,12 +61,6 @@ pub fn compose(input: TokenStream) -> TokenStream {
 
 #[doc(hidden)]
 #[proc_macro]
-pub fn compose_next(input: TokenStream) -> TokenStream {
-    agent_compose::compose_next(input.into()).into()
-}
-
-#[doc(hidden)]
-#[proc_macro]
 pub fn compose_finish(input: TokenStream) -> TokenStream {
     agent_compose::compose_finish(input.into()).into()
 }
