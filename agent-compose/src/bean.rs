@@ -4,10 +4,12 @@
 //! consumed) and adds three items that share the function's name in the other namespaces:
 //!
 //! * a hidden module (type namespace) whose type aliases `__Bean` and `__Param<N>` name the
-//!   bean type and each dependency type as written, resolved through `use super::*` in the
-//!   factory's own scope, so generated code never re-resolves a forwarded type at the
-//!   `compose!` site (aliases, unlike projections, are transparent to coherence, which the
-//!   alias check in `codegen` relies on across crates);
+//!   bean type and each dependency type. They point to hidden aliases beside the function,
+//!   written with the user's own tokens in the function's own scope, so generated code never
+//!   re-resolves a forwarded type at the `compose!` site. (Aliases, unlike projections, are
+//!   transparent to coherence, which the alias check in `codegen` relies on across crates;
+//!   and no glob import is needed, which keeps name resolution linear in the number of
+//!   factories);
 //! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
 //!   function's name (macro namespace), which hands the descriptor to the next link of a
 //!   `compose!` chain;
@@ -31,8 +33,10 @@ pub struct Analysis {
     pub function: ItemFn,
     /// The descriptor handed to `compose!` (poisoned when `errors` is not empty).
     pub descriptor: Descriptor,
-    /// Type aliases of the types module.
+    /// Hidden aliases beside the function, where the types were written.
     aliases: Vec<TokenStream>,
+    /// The types module's aliases to them.
+    inner_aliases: Vec<TokenStream>,
     /// The assertion that the output fits the attribute.
     domain_check: TokenStream,
     /// Uses that keep consumed modifier paths resolved and their imports used.
@@ -113,20 +117,36 @@ pub fn analyze(
         .clone()
         .unwrap_or_else(|| LitStr::new(&default_name, fn_ident.span()));
     let poisoned = !errors.is_empty();
+    let vis = function.vis.clone();
+    let mut inner_aliases = Vec::new();
     let (form, is_async, output, value_key, params, aliases) = match &sig {
         Some(sig) => {
             let value = &sig.value;
-            let bean_alias = child_scope(value);
-            let mut aliases = vec![quote_spanned! {value.span()=>
-                pub type __Bean = #bean_alias;
-            }];
+            // Each alias is defined beside the function, where its tokens were written, and
+            // re-exported by the types module under a fixed name.
+            let mut aliases = Vec::new();
+            let mut alias = |local_name: syn::Ident, exported: syn::Ident, ty: &syn::Type| {
+                aliases.push(quote_spanned! {ty.span()=>
+                    #[doc(hidden)]
+                    #[allow(non_camel_case_types, unreachable_pub)]
+                    #vis type #local_name = #ty;
+                });
+                inner_aliases.push(quote!(pub type #exported = super::#local_name;));
+            };
+            let fn_name = fn_ident.to_string();
+            let fn_name = fn_name.trim_start_matches("r#");
+            alias(
+                format_ident!("__agent_core_{}_bean", fn_name),
+                format_ident!("__Bean"),
+                value,
+            );
             let mut params = Vec::new();
             for (index, p) in sig.params.iter().enumerate() {
-                let alias_name = quote::format_ident!("__Param{}", index);
-                let bean_ty = child_scope(&p.bean_ty);
-                aliases.push(quote_spanned! {p.bean_ty.span()=>
-                    pub type #alias_name = #bean_ty;
-                });
+                alias(
+                    format_ident!("__agent_core_{}_param{}", fn_name, index),
+                    format_ident!("__Param{}", index),
+                    &p.bean_ty,
+                );
                 params.push(ParamDesc {
                     name: p.name.clone(),
                     shape: p.shape.clone(),
@@ -177,6 +197,7 @@ pub fn analyze(
         function,
         descriptor,
         aliases,
+        inner_aliases,
         domain_check,
         consumed_uses,
         errors,
@@ -188,6 +209,7 @@ fn render(analysis: Analysis) -> TokenStream {
         function,
         descriptor,
         aliases,
+        inner_aliases,
         domain_check,
         consumed_uses,
         errors,
@@ -210,11 +232,12 @@ fn render(analysis: Analysis) -> TokenStream {
         #function
         #consumed_uses
 
+        #(#aliases)*
+
         #[doc(hidden)]
-        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub, unused_imports)]
+        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
         #vis mod #fn_ident {
-            use super::*;
-            #(#aliases)*
+            #(#inner_aliases)*
         }
 
         #domain_check
@@ -224,55 +247,6 @@ fn render(analysis: Analysis) -> TokenStream {
         #[allow(unused_imports, unreachable_pub)]
         #vis use #export as #fn_ident;
     }
-}
-
-/// `ty` as seen from a module one level below the factory: `self::` becomes `super::` and
-/// `super::` gains one more `super::`; everything else resolves through `use super::*`.
-fn child_scope(ty: &syn::Type) -> syn::Type {
-    /// Shifts one path; returns whether a segment was inserted at the front.
-    fn shift(path: &mut syn::Path) -> bool {
-        if path.leading_colon.is_some() {
-            return false;
-        }
-        let Some(first) = path.segments.first_mut() else {
-            return false;
-        };
-        if first.ident == "self" {
-            first.ident = syn::Ident::new("super", first.ident.span());
-            false
-        } else if first.ident == "super" {
-            let span = first.ident.span();
-            path.segments
-                .insert(0, syn::PathSegment::from(syn::Ident::new("super", span)));
-            true
-        } else {
-            false
-        }
-    }
-    struct Deeper;
-    impl syn::visit_mut::VisitMut for Deeper {
-        fn visit_type_path_mut(&mut self, tp: &mut syn::TypePath) {
-            if let Some(qself) = &mut tp.qself {
-                // `<X as super::T>::Out`: the trait path is the first `position` segments.
-                if qself.position > 0 && shift(&mut tp.path) {
-                    qself.position += 1;
-                }
-                self.visit_type_mut(&mut qself.ty);
-                for segment in &mut tp.path.segments {
-                    self.visit_path_arguments_mut(&mut segment.arguments);
-                }
-            } else {
-                self.visit_path_mut(&mut tp.path);
-            }
-        }
-        fn visit_path_mut(&mut self, path: &mut syn::Path) {
-            shift(path);
-            syn::visit_mut::visit_path_mut(self, path);
-        }
-    }
-    let mut ty = ty.clone();
-    syn::visit_mut::VisitMut::visit_type_mut(&mut Deeper, &mut ty);
-    ty
 }
 
 /// A crate-root-unique, reproducible name for an exported macro.
@@ -458,23 +432,6 @@ mod tests {
         assert_eq!(a, export_name("bean", "app", "read", "src/a.rs:1:1"));
         assert_ne!(a, export_name("bean", "app", "read", "src/b.rs:1:1"));
         assert_ne!(a, export_name("bean", "lib", "read", "src/a.rs:1:1"));
-    }
-
-    #[test]
-    fn types_are_shifted_into_the_child_module() {
-        let shifted = |s: &str| {
-            let ty = child_scope(&syn::parse_str(s).unwrap());
-            quote!(#ty).to_string().replace(' ', "")
-        };
-        assert_eq!(shifted("self::Log"), "super::Log");
-        assert_eq!(shifted("super::a::Log"), "super::super::a::Log");
-        assert_eq!(
-            shifted("Arc<dyn self::Tool + Send>"),
-            "Arc<dynsuper::Tool+Send>"
-        );
-        assert_eq!(shifted("<X as super::T>::Out"), "<Xassuper::super::T>::Out");
-        assert_eq!(shifted("crate::Log"), "crate::Log");
-        assert_eq!(shifted("::std::sync::Arc<Log>"), "::std::sync::Arc<Log>");
     }
 
     #[test]

@@ -181,19 +181,27 @@ pub fn generate(
         overrides,
     } = &names;
     let vis = &header.vis;
-    let steps = resolution
-        .order
-        .iter()
-        .map(|&i| construct(i, beans, &resolution.bindings[i], current_crate));
+    let plan = Stages::new(&resolution.order, beans.len());
+    let stage_items = plan.items(app, overrides, beans, resolution, current_crate);
+    let stage_calls = plan.calls();
     let fields: Vec<Ident> = beans.iter().map(field_of).collect();
-    let locals: Vec<Ident> = beans.iter().map(local).collect();
+    let locals: Vec<TokenStream> = (0..beans.len())
+        .map(|i| plan.place(i, None, beans))
+        .collect();
+    let overrides_binding = if beans.is_empty() {
+        quote!(let _ = overrides;)
+    } else {
+        quote!(let mut overrides = overrides;)
+    };
     let manifest = manifest(header, beans, resolution);
     let key_check = key_check(beans, current_crate);
     let build_doc = lit(&format!(
         "Builds every bean of [`{app}`] in dependency order. If a factory fails, the cleanups registered so far run in reverse order and the error names the bean."
     ));
+    let stage_structs = plan.structs(app, beans);
     quote! {
         #types
+        #stage_structs
 
         impl #app {
             #[doc = #build_doc]
@@ -205,12 +213,15 @@ pub fn generate(
             /// place in the construction order, and its cleanup runs like the original's.
             #vis async fn build_with(overrides: #overrides) -> ::core::result::Result<Self, ::agent_core::compose::BuildError> {
                 let mut __builder = ::agent_core::__private::Builder::new();
-                #(#steps)*
+                #overrides_binding
+                #(#stage_calls)*
                 ::core::result::Result::Ok(Self {
                     components: #components { #( #fields: #locals, )* },
                     lifecycle: __builder.finish(),
                 })
             }
+
+            #stage_items
 
             /// Every bean, by canonical name.
             #vis fn components(&self) -> &#components {
@@ -233,8 +244,131 @@ pub fn generate(
     }
 }
 
+/// Beans are built in stages of at most [`STAGE`] beans, one `async fn` per stage, each
+/// returning a struct of its beans. rustc's type and borrow checking of one `async fn` grows
+/// faster than linearly with the values live across its `.await`s, so one function for a
+/// thousand beans would dominate build time; stages keep every function small.
+pub const STAGE: usize = 32;
+
+struct Stages {
+    /// Construction order, cut into stages.
+    stages: Vec<Vec<usize>>,
+    /// The stage of each bean.
+    stage_of: Vec<usize>,
+}
+
+impl Stages {
+    fn new(order: &[usize], beans: usize) -> Self {
+        let stages: Vec<Vec<usize>> = order.chunks(STAGE).map(<[usize]>::to_vec).collect();
+        let mut stage_of = vec![0; beans];
+        for (k, stage) in stages.iter().enumerate() {
+            for &i in stage {
+                stage_of[i] = k;
+            }
+        }
+        Stages { stages, stage_of }
+    }
+
+    fn struct_name(app: &Ident, k: usize) -> Ident {
+        format_ident!("__AgentCore{}Stage{}", app, k)
+    }
+
+    fn fn_name(k: usize) -> Ident {
+        format_ident!("__agent_core_stage_{}", k)
+    }
+
+    fn param(k: usize) -> Ident {
+        format_ident!("__stage_{}", k)
+    }
+
+    /// Where bean `i` lives: a local of the stage being built, or a field of an earlier
+    /// stage (or, at the end, of any stage).
+    fn place(&self, i: usize, building: Option<usize>, beans: &[Descriptor]) -> TokenStream {
+        let l = local(&beans[i]);
+        let k = self.stage_of[i];
+        if building == Some(k) {
+            quote!(#l)
+        } else {
+            let stage = Self::param(k);
+            quote!(#stage.#l)
+        }
+    }
+
+    /// `let __stage_k = Self::__agent_core_stage_k(...).await?;` for every stage.
+    fn calls(&self) -> Vec<TokenStream> {
+        (0..self.stages.len())
+            .map(|k| {
+                let f = Self::fn_name(k);
+                let param = Self::param(k);
+                let earlier = (0..k).map(Self::param);
+                quote! {
+                    let #param = Self::#f(&mut __builder, &mut overrides #(, &#earlier)*).await?;
+                }
+            })
+            .collect()
+    }
+
+    /// One `async fn` per stage, for the application's `impl` block.
+    fn items(
+        &self,
+        app: &Ident,
+        overrides: &Ident,
+        beans: &[Descriptor],
+        resolution: &Resolution,
+        current_crate: &str,
+    ) -> TokenStream {
+        let mut out = TokenStream::new();
+        for (k, stage) in self.stages.iter().enumerate() {
+            let name = Self::struct_name(app, k);
+            let f = Self::fn_name(k);
+            let earlier = (0..k).map(|j| {
+                let param = Self::param(j);
+                let ty = Self::struct_name(app, j);
+                quote!(#param: &#ty)
+            });
+            let steps = stage
+                .iter()
+                .map(|&i| construct(i, k, self, beans, &resolution.bindings[i], current_crate));
+            let locals: Vec<Ident> = stage.iter().map(|&i| local(&beans[i])).collect();
+            out.extend(quote! {
+                #[doc(hidden)]
+                #[allow(clippy::too_many_arguments, clippy::needless_pass_by_ref_mut)]
+                async fn #f(
+                    __builder: &mut ::agent_core::__private::Builder,
+                    overrides: &mut #overrides
+                    #(, #earlier)*
+                ) -> ::core::result::Result<#name, ::agent_core::compose::BuildError> {
+                    #(#steps)*
+                    ::core::result::Result::Ok(#name { #(#locals),* })
+                }
+            });
+        }
+        out
+    }
+
+    /// One struct per stage holding its beans, at module level.
+    fn structs(&self, app: &Ident, beans: &[Descriptor]) -> TokenStream {
+        self.stages
+            .iter()
+            .enumerate()
+            .map(|(k, stage)| {
+                let name = Self::struct_name(app, k);
+                let locals = stage.iter().map(|&i| local(&beans[i]));
+                let types = stage.iter().map(|&i| output_of(&beans[i]));
+                quote! {
+                    #[doc(hidden)]
+                    #[allow(non_camel_case_types)]
+                    struct #name { #(#locals: #types),* }
+                }
+            })
+            .collect()
+    }
+}
+
 fn construct(
     i: usize,
+    building: usize,
+    stages: &Stages,
     beans: &[Descriptor],
     bindings: &[Binding],
     current_crate: &str,
@@ -245,11 +379,12 @@ fn construct(
     let field = field_of(bean);
     let local = local(bean);
     let output = output_of(bean);
+    let place = |j: usize| stages.place(j, Some(building), beans);
     let args = bean
         .params
         .iter()
         .zip(bindings)
-        .map(|(p, b)| argument(p, b, beans, bean.krate == current_crate));
+        .map(|(p, b)| argument(p, b, beans, &place, bean.krate == current_crate));
     let call = quote!(#path(#(#args),*));
     let call = if bean.is_async {
         quote!(#call.await)
@@ -267,7 +402,11 @@ fn construct(
     );
     quote! {
         let #local: #output = __builder
-            .bean(#name, overrides.#field, async { ::agent_core::__private::#adapter(#call) })
+            .bean(
+                #name,
+                ::core::mem::take(&mut overrides.#field),
+                async { ::agent_core::__private::#adapter(#call) },
+            )
             .await?;
     }
 }
@@ -278,6 +417,7 @@ fn argument(
     param: &ParamDesc,
     binding: &Binding,
     beans: &[Descriptor],
+    place: &dyn Fn(usize) -> TokenStream,
     local_tokens: bool,
 ) -> TokenStream {
     let span = if local_tokens {
@@ -291,7 +431,7 @@ fn argument(
         Span::call_site()
     };
     let clone = |j: usize| {
-        let l = local(&beans[j]);
+        let l = place(j);
         quote_spanned!(span=> ::core::clone::Clone::clone(&#l))
     };
     match binding {
