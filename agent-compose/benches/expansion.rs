@@ -1,0 +1,125 @@
+//! How long `compose!` itself takes: parsing every descriptor, resolving the graph and
+//! generating the code, for synthetic graphs of 10 to 1000 beans shaped like the ones
+//! `gen-graph` writes (single dependencies on earlier beans, plugins collected into `Vec` and
+//! `BTreeMap` parameters, a qualified plugin, a fallback/normal/primary contract).
+//!
+//! `cargo bench -p agent-compose --bench expansion`
+
+use agent_compose::BeanKind;
+use agent_compose::descriptor::{Descriptor, ParamDesc};
+use agent_compose::factory::Form;
+use agent_compose::key::{self, ParamShape};
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use proc_macro2::{Ident, Span, TokenStream};
+use quote::quote;
+use std::hint::black_box;
+use syn::LitStr;
+
+fn lit(s: &str) -> LitStr {
+    LitStr::new(s, Span::call_site())
+}
+
+fn param(name: &str, ty: &str, qualifiers: &[&str]) -> ParamDesc {
+    let ty: syn::Type = syn::parse_str(ty).expect("type");
+    let (shape, bean_ty) = key::shape_of(&ty);
+    ParamDesc {
+        name: Some(Ident::new(name, Span::call_site())),
+        shape,
+        key: key::of(&bean_ty),
+        ty: quote!(#ty),
+        bean_ty: quote!(#bean_ty),
+        qualifiers: qualifiers.iter().map(|q| lit(q)).collect(),
+    }
+}
+
+fn bean(index: usize, ty: &str, params: Vec<ParamDesc>) -> Descriptor {
+    let ty: syn::Type = syn::parse_str(ty).expect("type");
+    let name = format!("b{index}");
+    Descriptor {
+        path: syn::parse_str(&format!("m{}::{name}", index / 10)).expect("path"),
+        kind: BeanKind::Bean,
+        fn_ident: Ident::new(&name, Span::call_site()),
+        name: lit(&name),
+        aliases: Vec::new(),
+        qualifiers: Vec::new(),
+        primary: false,
+        fallback: false,
+        order: (index % 5) as i64,
+        is_async: index % 9 == 3,
+        form: [
+            Form::Plain,
+            Form::Result,
+            Form::Managed,
+            Form::ResultManaged,
+        ][index % 4],
+        output: quote!(#ty),
+        key: key::of(&ty),
+        params,
+        location: format!("src/m{}.rs:{}:8", index / 10, index % 10 + 1),
+        krate: "bench".into(),
+        poisoned: false,
+    }
+}
+
+/// The descriptors of an `n`-bean graph, as `compose_finish!` receives them.
+fn graph(n: usize) -> TokenStream {
+    let mut beans = Vec::with_capacity(n);
+    let mut config = bean(0, "Arc<Config>", Vec::new());
+    config.name = lit("config-default");
+    config.fallback = true;
+    beans.push(config);
+    for i in 1..n {
+        if i % 7 == 0 {
+            let mut plugin = bean(i, "Arc<dyn Plugin>", Vec::new());
+            if i == 7 {
+                plugin.qualifiers.push(lit("selected"));
+            }
+            beans.push(plugin);
+            continue;
+        }
+        let mut params = Vec::new();
+        for back in [1, 3, 11].into_iter().take(i % 4) {
+            if let Some(dep) = i.checked_sub(back).filter(|d| d % 7 != 0 && *d != 0) {
+                params.push(param(&format!("p{back}"), &format!("Arc<T{dep}>"), &[]));
+            }
+        }
+        if i % 10 == 5 {
+            params.push(param("plugins", "Vec<Arc<dyn Plugin>>", &[]));
+        }
+        if i % 15 == 4 {
+            params.push(param("named", "BTreeMap<String, Arc<dyn Plugin>>", &[]));
+        }
+        if i % 20 == 9 {
+            params.push(param("config", "Arc<Config>", &[]));
+        }
+        if i % 25 == 12 && n > 7 {
+            params.push(param("chosen", "Arc<dyn Plugin>", &["selected"]));
+        }
+        beans.push(bean(i, &format!("Arc<T{i}>"), params));
+    }
+    let items = beans.iter().map(|d| {
+        let path = &d.path;
+        let fields = d.fields();
+        quote!({ path = { #path } #fields })
+    });
+    quote!([ #(#items)* ] { pub struct App })
+}
+
+fn expansion(c: &mut Criterion) {
+    let mut group = c.benchmark_group("expansion");
+    for n in [10, 100, 500, 1000] {
+        let input = graph(n);
+        let output = agent_compose::finish(input.clone(), "bench").to_string();
+        assert!(
+            !output.contains("compile_error"),
+            "the synthetic graph resolves: {output}"
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
+            b.iter(|| agent_compose::finish(black_box(input.clone()), "bench"));
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, expansion);
+criterion_main!(benches);
