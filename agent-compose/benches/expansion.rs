@@ -8,7 +8,7 @@
 use agent_compose::BeanKind;
 use agent_compose::descriptor::{Descriptor, ParamDesc};
 use agent_compose::factory::Form;
-use agent_compose::key::{self, ParamShape};
+use agent_compose::key;
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
