@@ -400,14 +400,18 @@ fn construct(
             Form::ResultManaged => "from_result_managed",
         }
     );
+    // The common path is inlined as plain calls; overrides and rollback are cold paths.
     quote! {
-        let #local: #output = __builder
-            .bean(
-                #name,
-                ::core::mem::take(&mut overrides.#field),
-                async { ::agent_core::__private::#adapter(#call) },
-            )
-            .await?;
+        let #local: #output = if overrides.#field.is_set() {
+            __builder.replace(#name, ::core::mem::take(&mut overrides.#field)).await?
+        } else {
+            match ::agent_core::__private::#adapter(#call) {
+                ::core::result::Result::Ok(managed) => __builder.register(#name, managed),
+                ::core::result::Result::Err(error) => {
+                    return ::core::result::Result::Err(__builder.fail(#name, error).await);
+                }
+            }
+        };
     }
 }
 

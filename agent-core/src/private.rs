@@ -90,7 +90,8 @@ impl Builder {
 
     /// Builds one bean: the override if one is set, else `factory`. On success the cleanup
     /// is registered; on failure every registered cleanup runs in reverse and the error
-    /// names `bean`.
+    /// names `bean`. (Generated code inlines the common path with [`Builder::register`] and
+    /// [`Builder::fail`]; this is the same logic as one call.)
     pub async fn bean<T, F>(
         &mut self,
         bean: &'static str,
@@ -100,29 +101,51 @@ impl Builder {
     where
         F: Future<Output = Result<Managed<T>, BoxError>>,
     {
+        if replacement.is_set() {
+            return self.replace(bean, replacement).await;
+        }
+        match factory.await {
+            Ok(managed) => Ok(self.register(bean, managed)),
+            Err(error) => Err(self.fail(bean, error).await),
+        }
+    }
+
+    /// Registers a built bean's cleanup and returns its value.
+    pub fn register<T>(&mut self, bean: &'static str, managed: Managed<T>) -> T {
+        let (value, cleanup) = managed.into_parts();
+        if let Some(cleanup) = cleanup {
+            self.cleanups.push((bean, cleanup));
+        }
+        value
+    }
+
+    /// Builds a bean from its override (cold path: tests).
+    pub async fn replace<T>(
+        &mut self,
+        bean: &'static str,
+        replacement: Override<T>,
+    ) -> Result<T, BuildError> {
         let built = match replacement.0 {
-            OverrideKind::Keep => factory.await,
+            OverrideKind::Keep => return Err(self.fail(bean, "no override was set".into()).await),
             OverrideKind::Value(value) => Ok(Managed::new(value)),
             OverrideKind::Factory(make) => make().await,
         };
         match built {
-            Ok(managed) => {
-                let (value, cleanup) = managed.into_parts();
-                if let Some(cleanup) = cleanup {
-                    self.cleanups.push((bean, cleanup));
-                }
-                Ok(value)
-            }
-            Err(error) => {
-                let mut failures = Vec::new();
-                while let Some((owner, cleanup)) = self.cleanups.pop() {
-                    if let Err(e) = cleanup().await {
-                        failures.push(CleanupFailure::new(owner, e));
-                    }
-                }
-                Err(BuildError::new(bean, error, failures))
+            Ok(managed) => Ok(self.register(bean, managed)),
+            Err(error) => Err(self.fail(bean, error).await),
+        }
+    }
+
+    /// Rolls back after `bean` failed: runs every registered cleanup in reverse and returns
+    /// the error that names the bean and keeps `error` as its source.
+    pub async fn fail(&mut self, bean: &'static str, error: BoxError) -> BuildError {
+        let mut failures = Vec::new();
+        while let Some((owner, cleanup)) = self.cleanups.pop() {
+            if let Err(e) = cleanup().await {
+                failures.push(CleanupFailure::new(owner, e));
             }
         }
+        BuildError::new(bean, error, failures)
     }
 
     /// Hands the registered cleanups to the application.
