@@ -400,18 +400,17 @@ fn construct(
             Form::ResultManaged => "from_result_managed",
         }
     );
-    // The common path is inlined as plain calls; overrides and rollback are cold paths.
+    // One `.await` per bean: the generated state machine of a stage grows with the number of
+    // await points times the values live across them, so inlining the cold paths (override,
+    // rollback) as separate awaits would cost compile time for no run-time gain.
     quote! {
-        let #local: #output = if overrides.#field.is_set() {
-            __builder.replace(#name, ::core::mem::take(&mut overrides.#field)).await?
-        } else {
-            match ::agent_core::__private::#adapter(#call) {
-                ::core::result::Result::Ok(managed) => __builder.register(#name, managed),
-                ::core::result::Result::Err(error) => {
-                    return ::core::result::Result::Err(__builder.fail(#name, error).await);
-                }
-            }
-        };
+        let #local: #output = __builder
+            .bean(
+                #name,
+                ::core::mem::take(&mut overrides.#field),
+                async { ::agent_core::__private::#adapter(#call) },
+            )
+            .await?;
     }
 }
 
