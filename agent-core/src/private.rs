@@ -90,8 +90,7 @@ impl Builder {
 
     /// Builds one bean: the override if one is set, else `factory`. On success the cleanup
     /// is registered; on failure every registered cleanup runs in reverse and the error
-    /// names `bean`. (Generated code inlines the common path with [`Builder::register`] and
-    /// [`Builder::fail`]; this is the same logic as one call.)
+    /// names `bean`.
     pub async fn bean<T, F>(
         &mut self,
         bean: &'static str,
@@ -111,7 +110,7 @@ impl Builder {
     }
 
     /// Registers a built bean's cleanup and returns its value.
-    pub fn register<T>(&mut self, bean: &'static str, managed: Managed<T>) -> T {
+    fn register<T>(&mut self, bean: &'static str, managed: Managed<T>) -> T {
         let (value, cleanup) = managed.into_parts();
         if let Some(cleanup) = cleanup {
             self.cleanups.push((bean, cleanup));
@@ -120,7 +119,7 @@ impl Builder {
     }
 
     /// Builds a bean from its override (cold path: tests).
-    pub async fn replace<T>(
+    async fn replace<T>(
         &mut self,
         bean: &'static str,
         replacement: Override<T>,
@@ -138,7 +137,7 @@ impl Builder {
 
     /// Rolls back after `bean` failed: runs every registered cleanup in reverse and returns
     /// the error that names the bean and keeps `error` as its source.
-    pub async fn fail(&mut self, bean: &'static str, error: BoxError) -> BuildError {
+    async fn fail(&mut self, bean: &'static str, error: BoxError) -> BuildError {
         let mut failures = Vec::new();
         while let Some((owner, cleanup)) = self.cleanups.pop() {
             if let Err(e) = cleanup().await {
