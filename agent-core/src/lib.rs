@@ -5,8 +5,10 @@
 //! * the **attributes** [`bean`], [`tool`](macro@tool), [`stage`](macro@stage), [`model_provider`] with the modifiers
 //!   [`primary`], [`fallback`], [`qualifier`], [`order`], plus [`bean_set!`] and [`compose!`],
 //!   which assemble an application graph at compile time;
-//! * the **kernel contracts** the attributes build on: [`tool`](mod@tool), [`model`],
-//!   [`stage`](mod@stage);
+//! * the **kernel contracts** the attributes build on: [`message`], [`tool`](mod@tool),
+//!   [`interaction`], [`model`], [`stage`](mod@stage), [`event`];
+//! * the **engine** in [`agent`]: the deterministic single-agent loop that runs a composed
+//!   graph;
 //! * the **runtime support** for generated graphs in [`compose`](mod@compose).
 //!
 //! ```
@@ -45,9 +47,13 @@
 //! items beside them that refer to the enclosing module.
 #![forbid(unsafe_code)]
 
+pub mod agent;
 pub mod compose;
+pub mod event;
 mod hash;
 pub(crate) mod ident;
+pub mod interaction;
+pub mod message;
 pub mod model;
 pub mod stage;
 pub mod tool;

@@ -4,6 +4,7 @@
 //! and leased tool plans ([`ToolPlanSource`], [`ToolPlanLease`], [`StaticToolPlanSource`]).
 
 mod dispatch;
+pub(crate) use dispatch::{CatchUnwind, is_sha256_fingerprint};
 mod pipeline;
 mod plan;
 

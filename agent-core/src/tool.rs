@@ -310,6 +310,42 @@ impl Definition {
     }
 }
 
+/// The secret-free facts of a declared tool: enough to audit a call, or to decide after a
+/// crash whether it may be replayed, without its arguments, schema or description.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolFacts {
+    /// The definition's [`fingerprint`](Definition::fingerprint).
+    pub fingerprint: String,
+    /// Whether the tool changes the world.
+    pub effect: Effect,
+    /// Whether it may run again.
+    pub replay_safety: ReplaySafety,
+    /// What it needs, in canonical order.
+    pub capabilities: Vec<Capability>,
+}
+
+impl Definition {
+    /// This definition's [`ToolFacts`].
+    ///
+    /// ```
+    /// use agent_core::tool::{Definition, Effect, ReplaySafety};
+    ///
+    /// let read = Definition::builder("read", "Reads.").effect(Effect::ReadOnly).replay_safety(ReplaySafety::Safe).build()?;
+    /// let facts = read.facts();
+    /// assert_eq!((facts.effect, facts.fingerprint.len()), (Effect::ReadOnly, 64));
+    /// # Ok::<(), agent_core::tool::DefinitionError>(())
+    /// ```
+    pub fn facts(&self) -> ToolFacts {
+        ToolFacts {
+            fingerprint: self.fingerprint(),
+            effect: self.effect,
+            replay_safety: self.replay_safety,
+            capabilities: self.capabilities.iter().copied().collect(),
+        }
+    }
+}
+
 /// The schema used when a builder is given none: a tool without arguments.
 /// `properties` is spelled out because some providers require it.
 fn default_input_schema() -> Value {

@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 use tokio_util::sync::CancellationToken;
 
 use super::plan::PlanId;
+use crate::interaction::{Requester, UnavailableRequester};
 use crate::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES,
     Progress, ReplaySafety, ReportError, Reporter, RetryDisposition, Tool, ToolContext, ToolResult,
@@ -21,15 +22,42 @@ use crate::tool::{
 /// Largest run id, in bytes.
 pub const MAX_RUN_ID_BYTES: usize = 96;
 
-/// Who is dispatching: the run, its turn, and the tool plan the run leased. Every layer of a
-/// pipeline sees the same scope; a plan lease rejects a scope that names another plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who is dispatching: the run, its turn, the tool plan the run leased, and the run-bound
+/// [`Requester`] through which guards may ask the user. Every layer of a pipeline sees the
+/// same scope; a plan lease rejects a scope that names another plan.
+#[derive(Clone)]
 pub struct DispatchScope {
-    run_id: String,
+    run_id: Arc<str>,
     turn: u32,
     plan_id: PlanId,
-    plan_fingerprint: String,
+    plan_fingerprint: Arc<str>,
+    requester: Option<Arc<dyn Requester>>,
 }
+
+impl fmt::Debug for DispatchScope {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DispatchScope")
+            .field("run_id", &self.run_id)
+            .field("turn", &self.turn)
+            .field("plan_id", &self.plan_id)
+            .field("plan_fingerprint", &self.plan_fingerprint)
+            .field("interactive", &self.requester.is_some())
+            .finish()
+    }
+}
+
+/// Scopes are equal when they name the same run, turn and plan; the requester is a
+/// capability, not an identity.
+impl PartialEq for DispatchScope {
+    fn eq(&self, other: &Self) -> bool {
+        self.run_id == other.run_id
+            && self.turn == other.turn
+            && self.plan_id == other.plan_id
+            && self.plan_fingerprint == other.plan_fingerprint
+    }
+}
+
+impl Eq for DispatchScope {}
 
 /// Why a [`DispatchScope`] was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -58,27 +86,42 @@ impl DispatchScope {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn new(
-        run_id: impl Into<String>,
+        run_id: impl Into<Arc<str>>,
         turn: u32,
         plan_id: PlanId,
-        plan_fingerprint: impl Into<String>,
+        plan_fingerprint: impl Into<Arc<str>>,
     ) -> Result<Self, ScopeError> {
         let (run_id, plan_fingerprint) = (run_id.into(), plan_fingerprint.into());
-        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != run_id {
-            return Err(ScopeError::RunId(run_id));
+        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != &*run_id {
+            return Err(ScopeError::RunId(run_id.to_string()));
         }
         if turn == 0 {
             return Err(ScopeError::Turn);
         }
         if !is_sha256_fingerprint(&plan_fingerprint) {
-            return Err(ScopeError::PlanFingerprint(plan_fingerprint));
+            return Err(ScopeError::PlanFingerprint(plan_fingerprint.to_string()));
         }
         Ok(DispatchScope {
             run_id,
             turn,
             plan_id,
             plan_fingerprint,
+            requester: None,
         })
+    }
+
+    /// The same scope, letting guards ask the user through `requester`.
+    pub fn with_requester(mut self, requester: Arc<dyn Requester>) -> Self {
+        self.requester = Some(requester);
+        self
+    }
+
+    /// Asks the run's user; [`UnavailableRequester`] when the scope has no requester.
+    pub fn requester(&self) -> &dyn Requester {
+        match &self.requester {
+            Some(requester) => &**requester,
+            None => &UnavailableRequester,
+        }
     }
 
     /// The run.

@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{DispatchError, DispatchRequest, SnapshotDispatcher, ToolDispatcher};
 use super::pipeline::{PipelineError, compose_pipeline};
-use crate::tool::{BoxFuture, Definition, ToolResult};
+use crate::tool::{BoxFuture, Definition, ToolFacts, ToolResult};
 
 /// Largest plan id, in bytes.
 pub const MAX_PLAN_ID_BYTES: usize = 256;
@@ -18,7 +18,7 @@ pub const MAX_PLAN_ID_BYTES: usize = 256;
 /// The identity of one tool plan generation. A source promises that one id always denotes
 /// the same definitions and the same code.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct PlanId(String);
+pub struct PlanId(Arc<str>);
 
 /// Why a [`PlanId`] was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -40,7 +40,7 @@ impl PlanId {
             && id.len() <= MAX_PLAN_ID_BYTES
             && !id.chars().any(|c| c.is_whitespace() || c.is_control());
         if valid {
-            Ok(PlanId(id))
+            Ok(PlanId(Arc::from(id)))
         } else {
             Err(PlanIdError(id))
         }
@@ -48,6 +48,11 @@ impl PlanId {
 
     /// The id.
     pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The shared string, for cheap copies into events.
+    pub(crate) fn as_arc(&self) -> &Arc<str> {
         &self.0
     }
 }
@@ -133,13 +138,43 @@ impl ReleaseState {
     }
 }
 
+/// What every lease of one generation shares: computed once per generation, so a static
+/// plan hands out leases without hashing or allocating.
+struct LeaseCore {
+    id: PlanId,
+    fingerprint: Arc<str>,
+    facts: Arc<[Arc<ToolFacts>]>,
+    dispatcher: Arc<PlanBoundDispatcher>,
+}
+
+impl LeaseCore {
+    fn new(id: PlanId, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
+        let definitions: Arc<[Definition]> = dispatcher.definitions().into();
+        let facts: Arc<[Arc<ToolFacts>]> =
+            definitions.iter().map(|d| Arc::new(d.facts())).collect();
+        let fingerprint = plan_fingerprint_from_facts(&definitions, &facts).into();
+        let snapshot = SnapshotDispatcher {
+            inner: dispatcher,
+            definitions,
+        };
+        LeaseCore {
+            dispatcher: Arc::new(PlanBoundDispatcher {
+                plan: id.clone(),
+                inner: snapshot,
+            }),
+            id,
+            fingerprint,
+            facts,
+        }
+    }
+}
+
 /// A leased tool plan: its id and fingerprint, defensive copies of its definitions, and a
 /// dispatcher that rejects any dispatch whose scope names another plan.
 pub struct ToolPlanLease {
-    id: PlanId,
-    fingerprint: String,
-    dispatcher: Arc<PlanBoundDispatcher>,
-    release: Arc<ReleaseState>,
+    core: Arc<LeaseCore>,
+    /// `None` for leases whose release has nothing to do (static plans).
+    release: Option<Arc<ReleaseState>>,
 }
 
 impl ToolPlanLease {
@@ -150,46 +185,60 @@ impl ToolPlanLease {
         F: FnOnce() -> Fut + Send + 'static,
         Fut: std::future::Future<Output = Result<(), BoxError>> + Send + 'static,
     {
-        let definitions: Arc<[Definition]> = dispatcher.definitions().into();
-        let fingerprint = plan_fingerprint(&definitions);
-        let snapshot = SnapshotDispatcher {
-            inner: dispatcher,
-            definitions,
-        };
         let callback: ReleaseCallback = Box::new(move || Box::pin(release()));
         ToolPlanLease {
-            dispatcher: Arc::new(PlanBoundDispatcher {
-                plan: id.clone(),
-                inner: snapshot,
-            }),
-            id,
-            fingerprint,
-            release: Arc::new(ReleaseState {
+            core: Arc::new(LeaseCore::new(id, dispatcher)),
+            release: Some(Arc::new(ReleaseState {
                 callback: Mutex::new(Some(callback)),
                 outcome: Mutex::new(None),
                 done: Notify::new(),
-            }),
+            })),
         }
     }
 
     /// The generation.
     pub fn id(&self) -> &PlanId {
-        &self.id
+        &self.core.id
     }
 
     /// `sha256:` over the definitions' names and fingerprints.
     pub fn fingerprint(&self) -> &str {
-        &self.fingerprint
+        &self.core.fingerprint
+    }
+
+    pub(crate) fn fingerprint_arc(&self) -> &Arc<str> {
+        &self.core.fingerprint
     }
 
     /// Copies of the definitions, sorted by name.
     pub fn definitions(&self) -> &[Definition] {
-        self.dispatcher.definitions()
+        self.core.dispatcher.definitions()
+    }
+
+    pub(crate) fn definitions_arc(&self) -> &Arc<[Definition]> {
+        &self.core.dispatcher.inner.definitions
+    }
+
+    /// The secret-free facts of the tool called `name`, if the plan declares it.
+    pub fn facts(&self, name: &str) -> Option<&Arc<ToolFacts>> {
+        self.definitions()
+            .binary_search_by(|d| d.name().cmp(name))
+            .ok()
+            .map(|i| &self.core.facts[i])
     }
 
     /// The plan's dispatcher.
     pub fn dispatcher(&self) -> Arc<dyn ToolDispatcher> {
-        self.dispatcher.clone()
+        self.core.dispatcher.clone()
+    }
+
+    pub(crate) fn dispatcher_ref(&self) -> &dyn ToolDispatcher {
+        &*self.core.dispatcher
+    }
+
+    /// Whether releasing has nothing to do (a static plan).
+    pub(crate) fn release_is_noop(&self) -> bool {
+        self.release.is_none()
     }
 
     /// Releases the lease: the callback starts at most once, on its own task, so a blocked
@@ -197,7 +246,9 @@ impl ToolPlanLease {
     /// a caller's `cancel` fired} fixes one outcome that every caller receives; a panicking
     /// callback is contained. Must be called within a tokio runtime.
     pub async fn release(&self, cancel: &CancellationToken) -> Result<(), ReleaseError> {
-        let state = &self.release;
+        let Some(state) = &self.release else {
+            return Ok(());
+        };
         let callback = state
             .callback
             .lock()
@@ -237,24 +288,28 @@ impl ToolPlanLease {
 impl fmt::Debug for ToolPlanLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolPlanLease")
-            .field("id", &self.id)
-            .field("fingerprint", &self.fingerprint)
+            .field("id", &self.core.id)
+            .field("fingerprint", &self.core.fingerprint)
             .finish_non_exhaustive()
     }
 }
 
 /// `sha256:` + hex over each definition's name and fingerprint.
-pub(crate) fn plan_fingerprint(definitions: &[Definition]) -> String {
-    format!("sha256:{}", definitions_hash(definitions))
+fn plan_fingerprint_from_facts(definitions: &[Definition], facts: &[Arc<ToolFacts>]) -> String {
+    format!("sha256:{}", hash_names_and_facts(definitions, facts))
+}
+
+fn hash_names_and_facts(definitions: &[Definition], facts: &[Arc<ToolFacts>]) -> String {
+    let fields = definitions
+        .iter()
+        .zip(facts)
+        .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
+    crate::hash::fields_hex(fields)
 }
 
 fn definitions_hash(definitions: &[Definition]) -> String {
-    let fingerprints: Vec<String> = definitions.iter().map(Definition::fingerprint).collect();
-    let fields = definitions
-        .iter()
-        .zip(&fingerprints)
-        .flat_map(|(d, f)| [d.name().as_bytes(), f.as_bytes()]);
-    crate::hash::fields_hex(fields)
+    let facts: Vec<Arc<ToolFacts>> = definitions.iter().map(|d| Arc::new(d.facts())).collect();
+    hash_names_and_facts(definitions, &facts)
 }
 
 /// Rejects dispatches whose scope names another plan.
@@ -307,37 +362,40 @@ impl ToolDispatcher for PlanBoundDispatcher {
 /// # }
 /// ```
 pub struct StaticToolPlanSource {
-    id: PlanId,
-    dispatcher: Arc<dyn ToolDispatcher>,
+    core: Arc<LeaseCore>,
 }
 
 impl StaticToolPlanSource {
     /// Adapts `dispatcher`, composing it into a pipeline if it is not one yet.
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
         let dispatcher = compose_pipeline(dispatcher, Vec::new(), Vec::new())?;
-        let id = PlanId(format!(
+        let id = PlanId(Arc::from(format!(
             "static:{}",
             definitions_hash(dispatcher.definitions())
-        ));
-        Ok(StaticToolPlanSource { id, dispatcher })
+        )));
+        Ok(StaticToolPlanSource {
+            core: Arc::new(LeaseCore::new(id, dispatcher)),
+        })
     }
 
     /// The one generation's id.
     pub fn plan_id(&self) -> &PlanId {
-        &self.id
+        &self.core.id
     }
 
+    /// Every lease shares the generation's core, and releasing one has nothing to do.
     fn lease(&self) -> ToolPlanLease {
-        ToolPlanLease::new(self.id.clone(), self.dispatcher.clone(), || async {
-            Ok(())
-        })
+        ToolPlanLease {
+            core: self.core.clone(),
+            release: None,
+        }
     }
 }
 
 impl fmt::Debug for StaticToolPlanSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StaticToolPlanSource")
-            .field("id", &self.id)
+            .field("id", &self.core.id)
             .finish_non_exhaustive()
     }
 }
@@ -364,7 +422,7 @@ impl ToolPlanSource for StaticToolPlanSource {
             if cancel.is_cancelled() {
                 return Err(PlanError::Cancelled);
             }
-            if id != &self.id {
+            if id != &self.core.id {
                 return Err(PlanError::UnknownGeneration(id.clone()));
             }
             Ok(self.lease())

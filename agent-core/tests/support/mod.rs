@@ -90,7 +90,10 @@ pub(crate) fn scope() -> DispatchScope {
     scope_for(PlanId::new("static:test").unwrap(), fingerprint())
 }
 
-pub(crate) fn scope_for(plan: PlanId, plan_fingerprint: impl Into<String>) -> DispatchScope {
+pub(crate) fn scope_for(
+    plan: PlanId,
+    plan_fingerprint: impl Into<std::sync::Arc<str>>,
+) -> DispatchScope {
     DispatchScope::new("run-1", 1, plan, plan_fingerprint).expect("valid scope")
 }
 

@@ -1,0 +1,827 @@
+//! The turn loop, run on one task per run.
+
+use std::future::Future;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::Duration;
+
+use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
+use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
+use super::{Failure, RunError, RunOutput, format_arc, release_bounded};
+use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
+use crate::interaction::Requester;
+use crate::message::{Message, Part, Role, ToolResultPart};
+use crate::model::{
+    EventStream, MAX_MESSAGES, MAX_OPERATION_TEXT_BYTES, MAX_OPERATION_TOOL_CALLS,
+    MAX_REQUEST_BYTES, MAX_TEXT_DELTA_BYTES, ModelRequest, StreamEvent, Usage,
+};
+use crate::stage::{CatchUnwind, DispatchError, DispatchRequest, DispatchScope};
+use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
+
+/// Calls `f`, containing a panic (whose payload is dropped unread).
+pub(crate) fn contained<R>(f: impl FnOnce() -> R) -> Result<R, ()> {
+    catch_unwind(AssertUnwindSafe(f)).map_err(|_| ())
+}
+
+/// Polls `future` once: `Some` when it finished immediately.
+pub(crate) async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Option<F::Output> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match future.as_mut().poll(cx) {
+            Poll::Ready(output) => Some(output),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+/// Runs `future` for at most `limit`; `None` when it did not finish. A future that is ready
+/// at once never touches the timer, so engines on runtimes without a time driver work as
+/// long as nothing needs to wait.
+pub(crate) async fn bounded<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
+    tokio::pin!(future);
+    if let Some(output) = poll_once(future.as_mut()).await {
+        return Some(output);
+    }
+    tokio::time::timeout(limit, future).await.ok()
+}
+
+/// How far one requested tool call got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Progress {
+    NotStarted,
+    /// `tool.started` was committed; no outcome is known.
+    Started,
+    /// A result is in history.
+    Done,
+    /// The tool reported an infrastructure failure.
+    Failed(ExecutionState, RetryDisposition),
+}
+
+struct OpenCall {
+    call: Call,
+    facts: Option<Arc<ToolFacts>>,
+    progress: Progress,
+}
+
+impl OpenCall {
+    fn unfinished(&self) -> Option<UnfinishedCall> {
+        let effect = self.facts.as_ref().map(|f| f.effect);
+        let (state, retry) = match self.progress {
+            Progress::Done => return None,
+            Progress::NotStarted => (CallState::NotStarted, None),
+            Progress::Started if effect == Some(Effect::ReadOnly) => (CallState::Interrupted, None),
+            Progress::Started => (CallState::Uncertain, None),
+            Progress::Failed(ExecutionState::Uncertain, _) => {
+                (CallState::Uncertain, Some(RetryDisposition::Never))
+            }
+            Progress::Failed(ExecutionState::Definitive, retry) => (CallState::Failed, Some(retry)),
+        };
+        Some(UnfinishedCall {
+            call_id: self.call.id().to_owned(),
+            name: self.call.name().to_owned(),
+            state,
+            effect,
+            replay_safety: self.facts.as_ref().map(|f| f.replay_safety),
+            retry,
+        })
+    }
+}
+
+/// What the loop owns while it runs.
+pub(crate) struct LoopState {
+    history: Arc<Vec<Message>>,
+    history_bytes: usize,
+    completed_turns: u32,
+    fresh: bool,
+    usage: Usage,
+    answer: String,
+    round: Vec<OpenCall>,
+    /// Calls a resumed snapshot left open, settled at the start of the first turn.
+    pending: Vec<UnfinishedCall>,
+    requester: Option<Arc<dyn Requester>>,
+}
+
+impl LoopState {
+    pub(crate) fn fresh(input: Message) -> Self {
+        LoopState {
+            history_bytes: input.size_bytes(),
+            history: Arc::new(vec![input]),
+            completed_turns: 0,
+            fresh: true,
+            usage: Usage::default(),
+            answer: String::new(),
+            round: Vec::new(),
+            pending: Vec::new(),
+            requester: None,
+        }
+    }
+
+    pub(crate) fn resumed(snapshot: Snapshot) -> Self {
+        let answer = match snapshot.history.last() {
+            Some(last) if last.role() == Role::Assistant => last.text().into_owned(),
+            _ => String::new(),
+        };
+        LoopState {
+            history_bytes: snapshot.history.iter().map(Message::size_bytes).sum(),
+            history: Arc::new(snapshot.history),
+            completed_turns: snapshot.completed_turns,
+            fresh: false,
+            usage: snapshot.usage,
+            answer,
+            round: Vec::new(),
+            pending: snapshot.unfinished_calls,
+            requester: None,
+        }
+    }
+
+    fn push(&mut self, message: Message) -> Result<(), Failure> {
+        let size = message.size_bytes();
+        if self.history.len() >= MAX_MESSAGES || self.history_bytes + size > MAX_REQUEST_BYTES {
+            return Err(Failure::with(FailureCode::ModelProtocol, HistoryFull));
+        }
+        self.history_bytes += size;
+        Arc::make_mut(&mut self.history).push(message);
+        Ok(())
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("the run's history reached its bound")]
+struct HistoryFull;
+
+#[derive(Debug, thiserror::Error)]
+#[error("the model requested undeclared tool `{0}`")]
+struct UndeclaredTool(String);
+
+#[derive(Debug, thiserror::Error)]
+#[error("the model reused tool call id `{0}`")]
+struct DuplicateCallId(String);
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Protocol(&'static str);
+
+/// The model's answer for one turn.
+struct Response {
+    text: String,
+    calls: Vec<Call>,
+    usage: Usage,
+}
+
+/// A failed model operation: what `model.failed` says, and the run's failure.
+struct ModelFailure {
+    problem: String,
+    retryable: bool,
+    before_stream: bool,
+    failure: Failure,
+}
+
+impl ModelFailure {
+    fn protocol(why: &'static str, observed: bool) -> Self {
+        ModelFailure {
+            problem: "model_protocol".to_owned(),
+            retryable: false,
+            before_stream: !observed,
+            failure: Failure::with(FailureCode::ModelProtocol, Protocol(why)),
+        }
+    }
+
+    fn cancelled(observed: bool) -> Self {
+        ModelFailure {
+            problem: "cancelled".to_owned(),
+            retryable: false,
+            before_stream: !observed,
+            failure: Failure::new(FailureCode::Cancelled),
+        }
+    }
+
+    fn panicked(observed: bool) -> Self {
+        ModelFailure {
+            problem: "panicked".to_owned(),
+            retryable: false,
+            before_stream: !observed,
+            failure: Failure::new(FailureCode::Panicked),
+        }
+    }
+
+    fn problem(
+        problem: &crate::model::ModelProblem,
+        observed: bool,
+        error: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        ModelFailure {
+            problem: problem.code().to_owned(),
+            retryable: problem.is_retryable() && !observed,
+            before_stream: !observed,
+            failure: Failure::with(FailureCode::ModelFailed, error),
+        }
+    }
+}
+
+/// Owns the stream and contains a panic from its destructor.
+struct StreamGuard(Option<Box<dyn EventStream>>);
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        let stream = self.0.take();
+        let _ = catch_unwind(AssertUnwindSafe(move || drop(stream)));
+    }
+}
+
+/// The run task: the loop, then finalization, whatever happened.
+pub(crate) async fn drive(shared: Arc<RunShared>, mut state: LoopState) {
+    let result = {
+        let run = Box::pin(run_loop(&shared, &mut state));
+        match CatchUnwind::new(run).await {
+            Ok(result) => result,
+            Err(_) => Err(Failure::new(FailureCode::Panicked)),
+        }
+    };
+    finalize(&shared, state, result).await;
+}
+
+/// The terminal classification comes from the run's own token only.
+fn classify(shared: &RunShared, failure: Failure) -> Failure {
+    if shared.cancel.is_cancelled() && failure.code != FailureCode::Cancelled {
+        Failure {
+            code: FailureCode::Cancelled,
+            detail: failure.detail,
+        }
+    } else if !shared.cancel.is_cancelled() && failure.code == FailureCode::Cancelled {
+        // Something else reported a cancellation while the run was alive.
+        Failure {
+            code: FailureCode::ToolFailed,
+            detail: failure.detail,
+        }
+    } else {
+        failure
+    }
+}
+
+async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), Failure> {
+    let max_turns = shared.agent.max_turns();
+    if state.fresh {
+        let started = Event::RunStarted {
+            agent: shared.agent.name.clone(),
+        };
+        shared.emit(started, true).await.map_err(failure_for)?;
+    }
+    let mut turn = state.completed_turns + 1;
+    while turn <= max_turns {
+        if let Err(error) = shared.emit(Event::TurnStarted { turn }, false).await {
+            let committed = error.committed();
+            let failure = classify(shared, failure_for(error));
+            if committed {
+                let failed = Event::TurnFailed {
+                    turn,
+                    code: failure.code,
+                };
+                let _ = shared.emit(failed, true).await;
+            }
+            return Err(failure);
+        }
+        match run_turn(shared, state, turn).await {
+            Ok(last) => {
+                state.completed_turns = turn;
+                shared
+                    .emit(Event::TurnCompleted { turn }, true)
+                    .await
+                    .map_err(failure_for)?;
+                if last {
+                    return Ok(());
+                }
+                if turn < max_turns {
+                    boundary(shared, state, turn).await?;
+                }
+            }
+            Err(failure) => {
+                let failure = classify(shared, failure);
+                let failed = Event::TurnFailed {
+                    turn,
+                    code: failure.code,
+                };
+                let _ = shared.emit(failed, true).await;
+                return Err(failure);
+            }
+        }
+        turn += 1;
+    }
+    Err(Failure::new(FailureCode::MaxTurnsExceeded))
+}
+
+/// Parks the run here if a suspension was requested.
+async fn boundary(
+    shared: &Arc<RunShared>,
+    state: &mut LoopState,
+    turn: u32,
+) -> Result<(), Failure> {
+    if !shared.suspension_requested() {
+        return Ok(());
+    }
+    let data = SnapshotData {
+        status: SnapshotStatus::Suspended,
+        completed_turns: turn,
+        history: std::mem::replace(&mut state.history, Arc::new(Vec::new())),
+        usage: state.usage,
+        unfinished: Vec::new(),
+    };
+    match shared.offer_suspension(data) {
+        Some(data) => state.history = data.history,
+        None => {
+            let (data, resumed) = shared.wait_while_suspended().await;
+            if let Some(data) = data {
+                state.history = data.history;
+            }
+            if !resumed {
+                return Err(Failure::new(FailureCode::Cancelled));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// One turn; `Ok(true)` when the model answered without tool calls.
+async fn run_turn(
+    shared: &Arc<RunShared>,
+    state: &mut LoopState,
+    turn: u32,
+) -> Result<bool, Failure> {
+    if !state.pending.is_empty() {
+        settle(shared, state, turn).await?;
+        return Ok(false);
+    }
+    let request = ModelRequest::from_checked_parts(
+        format_arc(format_args!("{}/model/{turn}", shared.id)),
+        shared.agent.model.clone(),
+        state.history.clone(),
+        shared.lease.definitions_arc().clone(),
+    );
+    if let Err(error) = shared.emit(Event::ModelStarted { turn }, false).await {
+        let committed = error.committed();
+        let failure = failure_for(error);
+        if committed {
+            let failed = Event::ModelFailed {
+                problem: failure.code.as_str().to_owned(),
+                retryable: false,
+                before_stream: true,
+            };
+            let _ = shared.emit(failed, true).await;
+        }
+        return Err(failure);
+    }
+    let response = match model_operation(shared, request).await {
+        Ok(response) => response,
+        Err(failure) => {
+            let failure = if shared.cancel.is_cancelled() {
+                ModelFailure {
+                    problem: "cancelled".to_owned(),
+                    ..failure
+                }
+            } else {
+                failure
+            };
+            let failed = Event::ModelFailed {
+                problem: failure.problem,
+                retryable: failure.retryable,
+                before_stream: failure.before_stream,
+            };
+            let _ = shared.emit(failed, true).await;
+            return Err(failure.failure);
+        }
+    };
+    state.usage = Usage::new(
+        state
+            .usage
+            .input_tokens
+            .saturating_add(response.usage.input_tokens),
+        state
+            .usage
+            .output_tokens
+            .saturating_add(response.usage.output_tokens),
+    );
+    let completed = Event::ModelCompleted {
+        input_tokens: response.usage.input_tokens,
+        output_tokens: response.usage.output_tokens,
+    };
+    shared.emit(completed, true).await.map_err(failure_for)?;
+
+    let Response { text, calls, .. } = response;
+    if calls.is_empty() {
+        if !text.is_empty() {
+            let answer = Message::new(Role::Assistant, vec![Part::Text(text.clone())])
+                .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+            state.push(answer)?;
+        }
+        state.answer = text;
+        return Ok(true);
+    }
+    check_call_ids(&state.history, &calls)?;
+    let mut parts = Vec::with_capacity(calls.len() + 1);
+    if !text.is_empty() {
+        parts.push(Part::Text(text));
+    }
+    parts.extend(calls.iter().cloned().map(Part::ToolCall));
+    let request_message = Message::new(Role::Assistant, parts)
+        .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+    state.push(request_message)?;
+    state.round = calls
+        .into_iter()
+        .map(|call| OpenCall {
+            facts: shared.lease.facts(call.name()).cloned(),
+            call,
+            progress: Progress::NotStarted,
+        })
+        .collect();
+    for index in 0..state.round.len() {
+        run_call(shared, state, turn, index).await?;
+    }
+    state.round.clear();
+    Ok(false)
+}
+
+/// Rejects a call id used twice in this response or anywhere in history, before anything
+/// runs.
+fn check_call_ids(history: &[Message], calls: &[Call]) -> Result<(), Failure> {
+    for (index, call) in calls.iter().enumerate() {
+        let repeated = calls[..index].iter().any(|c| c.id() == call.id())
+            || history
+                .iter()
+                .flat_map(Message::tool_calls)
+                .any(|c| c.id() == call.id());
+        if repeated {
+            return Err(Failure::with(
+                FailureCode::DuplicateCallId,
+                DuplicateCallId(call.id().to_owned()),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Asks the provider and consumes its stream, racing the run's token at every await.
+async fn model_operation(
+    shared: &RunShared,
+    request: ModelRequest,
+) -> Result<Response, ModelFailure> {
+    let cancel = &shared.cancel;
+    let provider = &*shared.engine.provider;
+    let start =
+        contained(|| provider.stream(request)).map_err(|_| ModelFailure::panicked(false))?;
+    let stream = tokio::select! {
+        biased;
+        started = CatchUnwind::new(start) => match started {
+            Ok(Ok(stream)) => stream,
+            Ok(Err(error)) => {
+                let problem = error.problem().clone();
+                return Err(ModelFailure::problem(&problem, false, error));
+            }
+            Err(_) => return Err(ModelFailure::panicked(false)),
+        },
+        () = cancel.cancelled() => return Err(ModelFailure::cancelled(false)),
+    };
+    let mut stream = StreamGuard(Some(stream));
+    let mut observed = false;
+    let mut text = String::new();
+    let mut calls = Vec::new();
+    loop {
+        let Some(inner) = stream.0.as_mut() else {
+            return Err(ModelFailure::protocol("stream vanished", observed));
+        };
+        let next = contained(move || inner.next()).map_err(|_| ModelFailure::panicked(observed))?;
+        let item = tokio::select! {
+            biased;
+            item = CatchUnwind::new(next) => item,
+            () = cancel.cancelled() => return Err(ModelFailure::cancelled(observed)),
+        };
+        let event = match item {
+            Err(_) => return Err(ModelFailure::panicked(observed)),
+            Ok(Err(error)) => {
+                let problem = error.problem().clone();
+                return Err(ModelFailure::problem(&problem, observed, error));
+            }
+            Ok(Ok(None)) => {
+                return Err(ModelFailure {
+                    problem: "provider_stream".to_owned(),
+                    retryable: false,
+                    before_stream: !observed,
+                    failure: Failure::with(
+                        FailureCode::ModelProtocol,
+                        Protocol("the model stream ended without a terminal event"),
+                    ),
+                });
+            }
+            Ok(Ok(Some(event))) => event,
+        };
+        observed = true;
+        match event {
+            StreamEvent::TextDelta(delta) => {
+                if delta.is_empty() || delta.len() > MAX_TEXT_DELTA_BYTES {
+                    return Err(ModelFailure::protocol(
+                        "a text delta is empty or too large",
+                        observed,
+                    ));
+                }
+                if text.len() + delta.len() > MAX_OPERATION_TEXT_BYTES {
+                    return Err(ModelFailure::protocol(
+                        "the model streamed too much text",
+                        observed,
+                    ));
+                }
+                text.push_str(&delta);
+                match shared.emit(Event::ModelDelta { text: delta }, false).await {
+                    Ok(()) => {}
+                    Err(EmitError::Cancelled) => return Err(ModelFailure::cancelled(observed)),
+                    Err(error) => {
+                        return Err(ModelFailure {
+                            problem: "event_emission".to_owned(),
+                            retryable: false,
+                            before_stream: false,
+                            failure: failure_for(error),
+                        });
+                    }
+                }
+            }
+            StreamEvent::ToolCall(call) => {
+                if calls.len() == MAX_OPERATION_TOOL_CALLS {
+                    return Err(ModelFailure::protocol(
+                        "the model requested too many tool calls",
+                        observed,
+                    ));
+                }
+                calls.push(call);
+            }
+            StreamEvent::Completed { usage } => {
+                return Ok(Response { text, calls, usage });
+            }
+            StreamEvent::Failed(problem) => {
+                let error = crate::model::StreamError::new(problem.clone());
+                return Err(ModelFailure::problem(&problem, true, error));
+            }
+        }
+    }
+}
+
+/// Dispatches `state.round[index]`: `tool.started` first (write-ahead), then the leased
+/// dispatcher, then exactly one terminal and, on success, the result in history.
+async fn run_call(
+    shared: &Arc<RunShared>,
+    state: &mut LoopState,
+    turn: u32,
+    index: usize,
+) -> Result<(), Failure> {
+    let requester = state
+        .requester
+        .get_or_insert_with(|| Arc::new(RunRequester(shared.clone())))
+        .clone();
+    let entry = &state.round[index];
+    let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
+    let facts = entry.facts.clone();
+    let started = Event::ToolStarted(ToolStarted {
+        call_id: call_id.clone(),
+        name: name.clone(),
+        turn,
+        plan_id: shared.lease.id().as_arc().clone(),
+        plan_fingerprint: shared.lease.fingerprint_arc().clone(),
+        declared: facts.clone(),
+    });
+    if let Err(error) = shared.emit(started, false).await {
+        let committed = error.committed();
+        let failure = failure_for(error);
+        if committed {
+            state.round[index].progress = Progress::Started;
+            let failed = Event::ToolFailed {
+                call_id,
+                name,
+                code: failure.code,
+                state: None,
+                retry: None,
+            };
+            let _ = shared.emit(failed, true).await;
+        }
+        return Err(failure);
+    }
+    state.round[index].progress = Progress::Started;
+    if facts.is_none() {
+        state.round[index].progress =
+            Progress::Failed(ExecutionState::Definitive, RetryDisposition::Never);
+        let failed = Event::ToolFailed {
+            call_id,
+            name: name.clone(),
+            code: FailureCode::UndeclaredTool,
+            state: Some(ExecutionState::Definitive),
+            retry: Some(RetryDisposition::Never),
+        };
+        let _ = shared.emit(failed, true).await;
+        return Err(Failure::with(
+            FailureCode::UndeclaredTool,
+            UndeclaredTool(name),
+        ));
+    }
+    let scope = DispatchScope::new(
+        shared.id.clone(),
+        turn,
+        shared.lease.id().clone(),
+        shared.lease.fingerprint_arc().clone(),
+    )
+    .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?
+    .with_requester(requester);
+    let outcome = {
+        let call = &state.round[index].call;
+        let dispatcher = shared.lease.dispatcher_ref();
+        let request = DispatchRequest {
+            cancel: &shared.cancel,
+            scope: &scope,
+            call,
+            reporter: &**shared,
+        };
+        match contained(|| dispatcher.dispatch(request)) {
+            Ok(future) => CatchUnwind::new(future).await.map_err(|_| ()),
+            Err(_) => Err(()),
+        }
+    };
+    match outcome {
+        Ok(Ok(result)) => {
+            let problem = result.is_problem();
+            let completed = Event::ToolCompleted {
+                call_id: call_id.clone(),
+                name: name.clone(),
+                outcome: if problem {
+                    ToolOutcome::Problem
+                } else {
+                    ToolOutcome::Success
+                },
+            };
+            let emitted = shared.emit(completed, true).await;
+            let part = Part::ToolResult(ToolResultPart {
+                call_id,
+                name,
+                content: result.content().to_owned(),
+                problem,
+            });
+            let message = Message::new(Role::Tool, vec![part])
+                .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?;
+            state.push(message)?;
+            state.round[index].progress = Progress::Done;
+            emitted.map_err(failure_for)
+        }
+        Ok(Err(error)) => {
+            let execution = match &error {
+                DispatchError::Execution(e) => Some(e),
+                DispatchError::Failure(f) => Some(f.execution()),
+                _ => None,
+            };
+            if let Some(e) = execution {
+                state.round[index].progress = Progress::Failed(e.state(), e.retry());
+            }
+            let code = if shared.cancel.is_cancelled() {
+                FailureCode::Cancelled
+            } else {
+                FailureCode::ToolFailed
+            };
+            let failed = Event::ToolFailed {
+                call_id,
+                name,
+                code,
+                state: execution.map(|e| e.state()),
+                retry: execution.map(|e| e.retry()),
+            };
+            let _ = shared.emit(failed, true).await;
+            Err(Failure::with(code, error))
+        }
+        Err(()) => {
+            let failed = Event::ToolFailed {
+                call_id,
+                name,
+                code: FailureCode::Panicked,
+                state: None,
+                retry: None,
+            };
+            let _ = shared.emit(failed, true).await;
+            Err(Failure::new(FailureCode::Panicked))
+        }
+    }
+}
+
+/// Finishes the tool round a resumed snapshot left open: runs what may run, and tells the
+/// model about the rest instead of replaying it.
+async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Result<(), Failure> {
+    let pending = std::mem::take(&mut state.pending);
+    let mut round = Vec::with_capacity(pending.len());
+    for unfinished in &pending {
+        let call = state
+            .history
+            .iter()
+            .rev()
+            .flat_map(Message::tool_calls)
+            .find(|c| c.id() == unfinished.call_id)
+            .cloned()
+            .ok_or(Failure::with(
+                FailureCode::ModelProtocol,
+                Protocol("an unfinished call is missing from history"),
+            ))?;
+        round.push(OpenCall {
+            facts: shared.lease.facts(call.name()).cloned(),
+            call,
+            progress: match unfinished.state {
+                CallState::NotStarted => Progress::NotStarted,
+                CallState::Interrupted => Progress::Started,
+                CallState::Uncertain => {
+                    Progress::Failed(ExecutionState::Uncertain, RetryDisposition::Never)
+                }
+                CallState::Failed => Progress::Failed(
+                    ExecutionState::Definitive,
+                    unfinished.retry.unwrap_or(RetryDisposition::Never),
+                ),
+            },
+        });
+    }
+    state.round = round;
+    for (index, unfinished) in pending.iter().enumerate() {
+        if unfinished.may_run_on_resume() {
+            run_call(shared, state, turn, index).await?;
+            continue;
+        }
+        let content = match unfinished.state {
+            CallState::Uncertain => {
+                "This call was interrupted and its outcome is uncertain; it was not run again."
+            }
+            CallState::Failed => "This call failed and was not run again.",
+            CallState::NotStarted | CallState::Interrupted => {
+                "This call was interrupted and is not safe to run again; it was not run again."
+            }
+        };
+        let part = Part::ToolResult(ToolResultPart {
+            call_id: unfinished.call_id.clone(),
+            name: unfinished.name.clone(),
+            content: content.to_owned(),
+            problem: true,
+        });
+        let message = Message::new(Role::Tool, vec![part])
+            .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+        state.push(message)?;
+        state.round[index].progress = Progress::Done;
+    }
+    state.round.clear();
+    Ok(())
+}
+
+/// The single path every run ends through.
+async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), Failure>) {
+    shared.begin_finishing();
+    let mut outcome = result.map_err(|failure| classify(shared, failure));
+    shared.cancel.cancel();
+    shared.wait_for_interactions().await;
+    let timeout = shared.engine.options.finalization_timeout;
+    if let Err(error) = release_bounded(&shared.lease, timeout).await {
+        outcome = Err(Failure::with(FailureCode::PlanReleaseFailed, error));
+    }
+    let terminal = match &outcome {
+        Ok(()) => Event::RunCompleted,
+        Err(failure) if failure.code == FailureCode::Cancelled => Event::RunCancelled,
+        Err(failure) => Event::RunFailed { code: failure.code },
+    };
+    if let Err(error) = shared.emit(terminal, true).await {
+        if outcome.is_ok() {
+            outcome = Err(failure_for(error));
+        }
+    }
+    let status = match &outcome {
+        Ok(()) => SnapshotStatus::Completed,
+        Err(failure) if failure.code == FailureCode::Cancelled => SnapshotStatus::Cancelled,
+        Err(_) => SnapshotStatus::Failed,
+    };
+    let LoopState {
+        history,
+        completed_turns,
+        usage,
+        answer,
+        round,
+        pending,
+        ..
+    } = state;
+    let mut unfinished: Vec<UnfinishedCall> =
+        round.iter().filter_map(OpenCall::unfinished).collect();
+    // A resumed run that stopped before settling keeps its calls open as they were.
+    if unfinished.is_empty() {
+        unfinished = pending;
+    }
+    let data = SnapshotData {
+        status,
+        completed_turns,
+        history,
+        usage,
+        unfinished,
+    };
+    let output = outcome
+        .map(|()| RunOutput {
+            answer,
+            turns: completed_turns,
+            usage,
+        })
+        .map_err(RunError::from);
+    shared.log.close();
+    shared.finish(output, data);
+    shared.engine.unregister(&shared.id);
+}

@@ -1,0 +1,668 @@
+//! The run handle and the state it shares with the driver task.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
+use super::{AgentDefinition, EngineInner, Failure, driver};
+use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
+use crate::interaction::{
+    InteractionError, InteractionRequest, InteractionResponse, Requester, Scope,
+};
+use crate::message::Message;
+use crate::model::Usage;
+use crate::stage::{CatchUnwind, PlanId, ToolPlanLease};
+use crate::tool::{BoxFuture, Progress, ReportError, Reporter};
+
+/// How a run begins.
+pub(crate) enum Start {
+    Fresh {
+        agent: AgentDefinition,
+        input: Message,
+    },
+    Resumed(Box<Snapshot>),
+}
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RunStatus {
+    /// Executing (or finishing).
+    Running,
+    /// Parked at a turn boundary; see [`Run::resume`] and [`Run::snapshot`].
+    Suspended,
+    /// Ended with an answer.
+    Completed,
+    /// Ended with a failure.
+    Failed,
+    /// Ended because its token was cancelled.
+    Cancelled,
+}
+
+/// What a completed run produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunOutput {
+    /// The model's final text (empty when it gave none).
+    pub answer: String,
+    /// Turns taken in total (including those before a resume).
+    pub turns: u32,
+    /// Tokens used in total.
+    pub usage: Usage,
+}
+
+/// Why a run did not complete: a fixed code (the one its terminal event carries) and the
+/// underlying error, if any, through [`source`](std::error::Error::source). The detail may
+/// contain provider or tool text; it never reaches events.
+#[derive(Debug, Clone)]
+pub struct RunError {
+    code: FailureCode,
+    detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl RunError {
+    /// Why, as a fixed code.
+    pub fn code(&self) -> FailureCode {
+        self.code
+    }
+
+    /// Whether the run was cancelled through its own token.
+    pub fn is_cancelled(&self) -> bool {
+        self.code == FailureCode::Cancelled
+    }
+}
+
+impl fmt::Display for RunError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.code {
+            FailureCode::Cancelled => f.write_str("run was cancelled")?,
+            code => write!(f, "run failed: {code}")?,
+        }
+        if let Some(detail) = &self.detail {
+            write!(f, ": {detail}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for RunError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.detail
+            .as_deref()
+            .map(|e| e as &(dyn std::error::Error + 'static))
+    }
+}
+
+impl From<Failure> for RunError {
+    fn from(failure: Failure) -> Self {
+        RunError {
+            code: failure.code,
+            detail: failure.detail,
+        }
+    }
+}
+
+/// Why a suspension did not happen.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SuspendError {
+    /// The run ended (or reached its last turn) before a boundary where it could stop.
+    #[error("the run ended before it could be suspended")]
+    Finished,
+    /// Another suspension request is pending.
+    #[error("a suspension is already pending")]
+    AlreadyRequested,
+    /// Interactions were open at the boundary; the run went on.
+    #[error("interactions were open at the turn boundary")]
+    InteractionsActive,
+    /// [`Run::resume`] was called on a run that is not suspended.
+    #[error("the run is not suspended")]
+    NotSuspended,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SuspendSlot {
+    Idle,
+    Requested,
+    Refused(SuspendError),
+}
+
+/// The data a snapshot is built from; kept raw so runs that are never snapshotted pay
+/// nothing for it.
+pub(crate) struct SnapshotData {
+    pub(crate) status: SnapshotStatus,
+    pub(crate) completed_turns: u32,
+    pub(crate) history: Arc<Vec<Message>>,
+    pub(crate) usage: Usage,
+    pub(crate) unfinished: Vec<UnfinishedCall>,
+}
+
+struct RunState {
+    status: RunStatus,
+    finishing: bool,
+    suspend: SuspendSlot,
+    /// Set while suspended or after the end.
+    data: Option<SnapshotData>,
+    outcome: Option<Result<RunOutput, RunError>>,
+    active_interactions: u32,
+    interaction_ids: BTreeSet<String>,
+}
+
+/// Why an emission failed, and whether the event was committed to the log anyway.
+#[derive(Debug)]
+pub(crate) enum EmitError {
+    /// The operation was cancelled before the event was committed.
+    Cancelled,
+    Log(LogError),
+    Observer(ObserverError),
+    ObserverPanicked,
+    ObserverTimedOut,
+}
+
+impl EmitError {
+    pub(crate) fn committed(&self) -> bool {
+        matches!(
+            self,
+            EmitError::Observer(_) | EmitError::ObserverPanicked | EmitError::ObserverTimedOut
+        )
+    }
+}
+
+/// The failure an emission error causes.
+pub(crate) fn failure_for(error: EmitError) -> Failure {
+    match error {
+        EmitError::Cancelled => Failure::new(FailureCode::Cancelled),
+        EmitError::Log(e) => Failure::with(FailureCode::EventLogExhausted, e),
+        EmitError::Observer(e) => Failure::with(FailureCode::ObserverFailed, e),
+        EmitError::ObserverPanicked => Failure::new(FailureCode::Panicked),
+        EmitError::ObserverTimedOut => Failure::new(FailureCode::ObserverFailed),
+    }
+}
+
+pub(crate) struct RunShared {
+    pub(crate) id: Arc<str>,
+    pub(crate) engine: Arc<EngineInner>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) log: EventLog,
+    pub(crate) lease: ToolPlanLease,
+    pub(crate) agent: AgentDefinition,
+    /// Serializes emission, so sequence numbers, the log and observers agree on one order.
+    emit_lock: tokio::sync::Mutex<()>,
+    state: Mutex<RunState>,
+    changed: Notify,
+}
+
+impl RunShared {
+    pub(crate) fn launch(
+        engine: Arc<EngineInner>,
+        id: Arc<str>,
+        lease: ToolPlanLease,
+        log: EventLog,
+        cancel: CancellationToken,
+        start: Start,
+    ) -> Run {
+        let (agent, interaction_ids, loop_state) = match start {
+            Start::Fresh { agent, input } => {
+                (agent, BTreeSet::new(), driver::LoopState::fresh(input))
+            }
+            Start::Resumed(snapshot) => {
+                let snapshot = *snapshot;
+                let agent = snapshot.agent.clone();
+                let ids = snapshot.interaction_ids.clone();
+                (agent, ids, driver::LoopState::resumed(snapshot))
+            }
+        };
+        let shared = Arc::new(RunShared {
+            id,
+            engine,
+            cancel,
+            log,
+            lease,
+            agent,
+            emit_lock: tokio::sync::Mutex::new(()),
+            state: Mutex::new(RunState {
+                status: RunStatus::Running,
+                finishing: false,
+                suspend: SuspendSlot::Idle,
+                data: None,
+                outcome: None,
+                active_interactions: 0,
+                interaction_ids,
+            }),
+            changed: Notify::new(),
+        });
+        tokio::spawn(driver::drive(shared.clone(), loop_state));
+        Run { shared }
+    }
+
+    fn state(&self) -> MutexGuard<'_, RunState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn notify(&self) {
+        self.changed.notify_waiters();
+    }
+
+    /// Appends `event` to the log and hands it to every observer, in order. Ordinary
+    /// emissions are refused once the run is cancelled; `detached` ones (terminals) are not,
+    /// and observers get at most the finalization timeout for them.
+    pub(crate) async fn emit(&self, event: Event, detached: bool) -> Result<(), EmitError> {
+        if !detached && self.cancel.is_cancelled() {
+            return Err(EmitError::Cancelled);
+        }
+        let _order = self.emit_lock.lock().await;
+        let sequence = self.log.last_sequence() + 1;
+        let envelope = Envelope::new(self.id.clone(), sequence, self.engine.clock.now(), event);
+        if self.engine.observers.is_empty() {
+            return self.log.append(envelope).map_err(EmitError::Log);
+        }
+        self.log.append(envelope.clone()).map_err(EmitError::Log)?;
+        for observer in &self.engine.observers {
+            let publish = catch_unwind(AssertUnwindSafe(|| observer.publish(&envelope)))
+                .map_err(|_| EmitError::ObserverPanicked)?;
+            let publish = CatchUnwind::new(publish);
+            let outcome = if detached {
+                driver::bounded(self.engine.options.finalization_timeout, publish).await
+            } else {
+                tokio::select! {
+                    biased;
+                    outcome = publish => Some(outcome),
+                    () = self.cancel.cancelled() => None,
+                }
+            };
+            match outcome {
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(error))) => return Err(EmitError::Observer(error)),
+                Some(Err(_)) => return Err(EmitError::ObserverPanicked),
+                None => return Err(EmitError::ObserverTimedOut),
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a suspension waits for the next boundary.
+    pub(crate) fn suspension_requested(&self) -> bool {
+        self.state().suspend == SuspendSlot::Requested
+    }
+
+    /// At a completed non-final turn boundary: parks the run if a suspension is pending
+    /// and no interaction is open. Returns the data back when the run was not parked, or
+    /// `None` after it was parked and resumed.
+    pub(crate) fn offer_suspension(&self, data: SnapshotData) -> Option<SnapshotData> {
+        let mut state = self.state();
+        if state.suspend != SuspendSlot::Requested {
+            return Some(data);
+        }
+        if state.active_interactions > 0 {
+            state.suspend = SuspendSlot::Refused(SuspendError::InteractionsActive);
+            drop(state);
+            self.notify();
+            return Some(data);
+        }
+        state.suspend = SuspendSlot::Idle;
+        state.status = RunStatus::Suspended;
+        state.data = Some(data);
+        drop(state);
+        self.notify();
+        None
+    }
+
+    /// Waits while suspended; `Err(())` when the run was cancelled meanwhile. Gives the
+    /// snapshot data back so the loop continues with it.
+    pub(crate) async fn wait_while_suspended(&self) -> (Option<SnapshotData>, bool) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.state();
+                if state.status != RunStatus::Suspended {
+                    return (state.data.take(), true);
+                }
+            }
+            tokio::select! {
+                () = &mut notified => {}
+                () = self.cancel.cancelled() => {
+                    let mut state = self.state();
+                    state.status = RunStatus::Running;
+                    return (state.data.take(), false);
+                }
+            }
+        }
+    }
+
+    /// First step of finalization: no suspension can start any more.
+    pub(crate) fn begin_finishing(&self) {
+        let mut state = self.state();
+        state.finishing = true;
+        if state.suspend == SuspendSlot::Requested {
+            state.suspend = SuspendSlot::Refused(SuspendError::Finished);
+        }
+        drop(state);
+        self.notify();
+    }
+
+    pub(crate) async fn wait_for_interactions(&self) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state().active_interactions == 0 {
+                return;
+            }
+            notified.await;
+        }
+    }
+
+    /// Last step of finalization: records the outcome and wakes every waiter.
+    pub(crate) fn finish(&self, outcome: Result<RunOutput, RunError>, data: SnapshotData) {
+        let mut state = self.state();
+        state.status = match &outcome {
+            Ok(_) => RunStatus::Completed,
+            Err(e) if e.is_cancelled() => RunStatus::Cancelled,
+            Err(_) => RunStatus::Failed,
+        };
+        state.data = Some(data);
+        state.outcome = Some(outcome);
+        drop(state);
+        self.notify();
+    }
+
+    async fn interact(
+        self: &Arc<Self>,
+        request: InteractionRequest,
+        cancel: &CancellationToken,
+    ) -> Result<InteractionResponse, InteractionError> {
+        {
+            let mut state = self.state();
+            if state.finishing || state.outcome.is_some() {
+                return Err(InteractionError::Closed);
+            }
+            if state.interaction_ids.contains(request.id()) {
+                return Err(InteractionError::DuplicateId {
+                    id: request.id().to_owned(),
+                });
+            }
+            state.interaction_ids.insert(request.id().to_owned());
+            state.active_interactions += 1;
+        }
+        let _active = ActiveInteraction(self);
+        let id = request.id().to_owned();
+        let started = Event::InteractionStarted {
+            id: id.clone(),
+            kind: request.kind().to_owned(),
+        };
+        if let Err(error) = self.emit(started, false).await {
+            if error.committed() {
+                let _ = self.emit(Event::InteractionFailed { id }, true).await;
+            }
+            return Err(InteractionError::Cancelled);
+        }
+        let outcome = match Scope::new(self.id.clone()) {
+            Ok(scope) => {
+                let broker = &*self.engine.broker;
+                match catch_unwind(AssertUnwindSafe(|| {
+                    broker.request(&scope, &request, &self.cancel)
+                })) {
+                    Ok(future) => tokio::select! {
+                        biased;
+                        outcome = CatchUnwind::new(future) => {
+                            outcome.unwrap_or(Err(InteractionError::Unavailable))
+                        }
+                        () = self.cancel.cancelled() => Err(InteractionError::Cancelled),
+                        () = cancel.cancelled() => Err(InteractionError::Cancelled),
+                    },
+                    Err(_) => Err(InteractionError::Unavailable),
+                }
+            }
+            Err(error) => Err(error),
+        };
+        let outcome = match outcome {
+            Ok(response) if response.id() != id => {
+                Err(InteractionError::Mismatch { id: id.clone() })
+            }
+            other => other,
+        };
+        let terminal = match &outcome {
+            Ok(_) => Event::InteractionCompleted { id },
+            Err(_) if self.cancel.is_cancelled() || cancel.is_cancelled() => {
+                Event::InteractionCancelled { id }
+            }
+            Err(_) => Event::InteractionFailed { id },
+        };
+        // The terminal pairs with the committed start; a failure here is the run's to see.
+        let _ = self.emit(terminal, true).await;
+        outcome
+    }
+}
+
+/// Counts an open interaction; finalization waits for every one to close.
+struct ActiveInteraction<'a>(&'a RunShared);
+
+impl Drop for ActiveInteraction<'_> {
+    fn drop(&mut self) {
+        self.0.state().active_interactions -= 1;
+        self.0.notify();
+    }
+}
+
+/// Tool progress becomes `tool.progress` events.
+impl Reporter for RunShared {
+    fn report(&self, progress: Progress) -> BoxFuture<'_, Result<(), ReportError>> {
+        Box::pin(async move {
+            let event = Event::ToolProgress {
+                call_id: progress.call_id().to_owned(),
+                message: progress.message().to_owned(),
+            };
+            self.emit(event, false)
+                .await
+                .map_err(|_| ReportError::new("progress could not be recorded"))
+        })
+    }
+}
+
+/// The run-bound capability guards receive through the dispatch scope.
+pub(crate) struct RunRequester(pub(crate) Arc<RunShared>);
+
+impl Requester for RunRequester {
+    fn request<'a>(
+        &'a self,
+        request: InteractionRequest,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<InteractionResponse, InteractionError>> {
+        Box::pin(self.0.interact(request, cancel))
+    }
+}
+
+/// A started run. Cheap to clone; clones observe the same run.
+#[derive(Clone)]
+pub struct Run {
+    shared: Arc<RunShared>,
+}
+
+impl fmt::Debug for Run {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("id", &self.shared.id)
+            .field("status", &self.status())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Run {
+    /// The run's id.
+    pub fn id(&self) -> &str {
+        &self.shared.id
+    }
+
+    /// The agent it executes.
+    pub fn agent(&self) -> &AgentDefinition {
+        &self.shared.agent
+    }
+
+    /// The leased tool plan generation.
+    pub fn plan_id(&self) -> &PlanId {
+        self.shared.lease.id()
+    }
+
+    /// The leased plan's fingerprint.
+    pub fn plan_fingerprint(&self) -> &str {
+        self.shared.lease.fingerprint()
+    }
+
+    /// The run's authoritative event log: replay pages and live subscriptions.
+    pub fn events(&self) -> &EventLog {
+        &self.shared.log
+    }
+
+    /// Where the run stands now.
+    pub fn status(&self) -> RunStatus {
+        self.shared.state().status
+    }
+
+    /// Cancels the run (cooperatively: code that ignores cancellation cannot be stopped).
+    /// The terminal event is `run.cancelled`.
+    pub fn cancel(&self) {
+        self.shared.cancel.cancel();
+    }
+
+    /// Waits until the terminal event is committed and returns the outcome. A suspended
+    /// run is not finished: this keeps waiting.
+    pub async fn wait(&self) -> Result<RunOutput, RunError> {
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if let Some(outcome) = &self.shared.state().outcome {
+                return outcome.clone();
+            }
+            notified.await;
+        }
+    }
+
+    /// Asks the run to stop at the next completed turn boundary that is not its last, and
+    /// waits until it did. If this future is dropped first, the request is withdrawn (and a
+    /// run that had just stopped is resumed), so an abandoned or failed suspension never
+    /// leaves the run parked.
+    pub async fn suspend(&self) -> Result<(), SuspendError> {
+        {
+            let mut state = self.shared.state();
+            if state.finishing || state.outcome.is_some() {
+                return Err(SuspendError::Finished);
+            }
+            if state.status == RunStatus::Suspended {
+                return Ok(());
+            }
+            if state.suspend == SuspendSlot::Requested {
+                return Err(SuspendError::AlreadyRequested);
+            }
+            state.suspend = SuspendSlot::Requested;
+        }
+        let mut withdraw = Withdraw {
+            shared: &self.shared,
+            armed: true,
+        };
+        loop {
+            let notified = self.shared.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let mut state = self.shared.state();
+                if state.status == RunStatus::Suspended {
+                    withdraw.armed = false;
+                    return Ok(());
+                }
+                if let SuspendSlot::Refused(error) = &state.suspend {
+                    let error = error.clone();
+                    state.suspend = SuspendSlot::Idle;
+                    withdraw.armed = false;
+                    return Err(error);
+                }
+                if state.outcome.is_some() {
+                    state.suspend = SuspendSlot::Idle;
+                    withdraw.armed = false;
+                    return Err(SuspendError::Finished);
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// Continues a suspended run in place. Its snapshot can no longer be exported.
+    pub fn resume(&self) -> Result<(), SuspendError> {
+        let mut state = self.shared.state();
+        if state.status != RunStatus::Suspended {
+            return Err(SuspendError::NotSuspended);
+        }
+        state.status = RunStatus::Running;
+        drop(state);
+        self.shared.notify();
+        Ok(())
+    }
+
+    /// A snapshot of the run: while suspended (status `suspended`) or after it ended.
+    pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
+        let state = self.shared.state();
+        if state.active_interactions > 0 {
+            return Err(SnapshotError::InteractionsActive(state.active_interactions));
+        }
+        let Some(data) = &state.data else {
+            return Err(SnapshotError::NotAtBoundary);
+        };
+        if state.status == RunStatus::Running {
+            return Err(SnapshotError::NotAtBoundary);
+        }
+        Ok(Snapshot {
+            version: SNAPSHOT_VERSION.to_owned(),
+            run_id: self.shared.id.to_string(),
+            agent: self.shared.agent.clone(),
+            status: data.status,
+            completed_turns: data.completed_turns,
+            history: data.history.as_ref().clone(),
+            plan_id: self.shared.lease.id().to_string(),
+            plan_fingerprint: self.shared.lease.fingerprint().to_owned(),
+            last_sequence: self.shared.log.last_sequence(),
+            usage: data.usage,
+            unfinished_calls: data.unfinished.clone(),
+            interaction_ids: state.interaction_ids.clone(),
+        })
+    }
+
+    /// Asks the run's user through the engine's broker, recording `interaction.*` events.
+    /// Each id may be used once per run (across resumes too).
+    pub async fn interact(
+        &self,
+        request: InteractionRequest,
+        cancel: &CancellationToken,
+    ) -> Result<InteractionResponse, InteractionError> {
+        self.shared.interact(request, cancel).await
+    }
+}
+
+/// Withdraws a suspension request whose caller stopped waiting.
+struct Withdraw<'a> {
+    shared: &'a RunShared,
+    armed: bool,
+}
+
+impl Drop for Withdraw<'_> {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let mut state = self.shared.state();
+        match state.status {
+            RunStatus::Suspended => state.status = RunStatus::Running,
+            _ => {
+                if state.suspend == SuspendSlot::Requested {
+                    state.suspend = SuspendSlot::Idle;
+                }
+            }
+        }
+        drop(state);
+        self.shared.notify();
+    }
+}

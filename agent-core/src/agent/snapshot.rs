@@ -1,0 +1,318 @@
+//! Versioned, validated snapshots of a run at a turn boundary or after it ended.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::AgentDefinition;
+use crate::message::{Message, Part, Role};
+use crate::model::{MAX_MESSAGES, Usage};
+use crate::stage::{MAX_RUN_ID_BYTES, PlanId};
+use crate::tool::{Effect, ReplaySafety, RetryDisposition};
+
+/// The snapshot format this version writes and reads. Other versions are refused, never
+/// upgraded silently.
+pub const SNAPSHOT_VERSION: &str = "agent-core.snapshot/v1";
+
+/// Largest encoded snapshot, in bytes.
+pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
+
+/// Where the run stood when the snapshot was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SnapshotStatus {
+    /// Parked at a turn boundary; resumable.
+    Suspended,
+    /// Finished with an answer; not resumable.
+    Completed,
+    /// Failed; resumable (unfinished calls are settled first).
+    Failed,
+    /// Cancelled; resumable (unfinished calls are settled first).
+    Cancelled,
+}
+
+/// What is known about a tool call the model requested but that has no result in history.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CallState {
+    /// It was never dispatched (no `tool.started` was committed). Resuming runs it.
+    NotStarted,
+    /// A read-only call was dispatched and interrupted. Resuming runs it again only when
+    /// the tool is replay safe or idempotent.
+    Interrupted,
+    /// A mutating call was dispatched and its outcome is unknown, or the tool said so.
+    /// Resuming never runs it again: the model is told the outcome is uncertain.
+    Uncertain,
+    /// The tool reported a definitive failure. Resuming runs it again only when the tool
+    /// allowed a retry and is not replay-unsafe.
+    Failed,
+}
+
+/// A tool call without a result, recorded when a run ended in the middle of a tool round.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnfinishedCall {
+    /// The call's id (its arguments are in the history's last assistant message).
+    pub call_id: String,
+    /// The requested tool.
+    pub name: String,
+    /// What is known about it.
+    pub state: CallState,
+    /// The tool's effect, when the plan declares it.
+    pub effect: Option<Effect>,
+    /// The tool's replay safety, when the plan declares it.
+    pub replay_safety: Option<ReplaySafety>,
+    /// Whether the tool allowed a retry, for [`CallState::Failed`].
+    pub retry: Option<RetryDisposition>,
+}
+
+impl UnfinishedCall {
+    /// Whether resuming may dispatch this call without asking anyone: never for an
+    /// uncertain outcome or a replay-unsafe tool that already started.
+    pub fn may_run_on_resume(&self) -> bool {
+        let replayable = self.effect.is_some()
+            && self
+                .replay_safety
+                .is_some_and(|safety| safety != ReplaySafety::Unsafe);
+        match self.state {
+            CallState::NotStarted => self.effect.is_some(),
+            CallState::Interrupted => replayable,
+            CallState::Uncertain => false,
+            CallState::Failed => replayable && self.retry == Some(RetryDisposition::Allowed),
+        }
+    }
+}
+
+/// Why a snapshot could not be taken, parsed or used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The bytes are not a snapshot of this version.
+    #[error("snapshot is malformed: {0}")]
+    Malformed(String),
+    /// The snapshot names another format version.
+    #[error("snapshot version `{0}` is not supported (expected `{SNAPSHOT_VERSION}`)")]
+    Version(String),
+    /// The snapshot is larger than [`MAX_SNAPSHOT_BYTES`].
+    #[error("snapshot exceeds {MAX_SNAPSHOT_BYTES} bytes")]
+    TooLarge,
+    /// The snapshot's content breaks a rule.
+    #[error("snapshot is invalid: {0}")]
+    Invalid(&'static str),
+    /// A snapshot can be taken only while suspended or after the run ended.
+    #[error("a snapshot can be taken only while the run is suspended or after it ended")]
+    NotAtBoundary,
+    /// A snapshot cannot be taken while interactions are open.
+    #[error("a snapshot cannot be taken while {0} interaction(s) are open")]
+    InteractionsActive(u32),
+}
+
+/// A run's state at a turn boundary or after it ended: everything needed to resume it, and
+/// nothing secret beyond the conversation itself.
+///
+/// Serialized as deterministic JSON by [`to_json`](Self::to_json) and validated by
+/// [`from_json`](Self::from_json): unknown members, other versions and inconsistent
+/// histories are refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Snapshot {
+    pub(crate) version: String,
+    pub(crate) run_id: String,
+    pub(crate) agent: AgentDefinition,
+    pub(crate) status: SnapshotStatus,
+    pub(crate) completed_turns: u32,
+    pub(crate) history: Vec<Message>,
+    pub(crate) plan_id: String,
+    pub(crate) plan_fingerprint: String,
+    pub(crate) last_sequence: u64,
+    pub(crate) usage: Usage,
+    pub(crate) unfinished_calls: Vec<UnfinishedCall>,
+    pub(crate) interaction_ids: BTreeSet<String>,
+}
+
+impl Snapshot {
+    /// The run.
+    pub fn run_id(&self) -> &str {
+        &self.run_id
+    }
+
+    /// The agent definition the run executes.
+    pub fn agent(&self) -> &AgentDefinition {
+        &self.agent
+    }
+
+    /// Where the run stood.
+    pub fn status(&self) -> SnapshotStatus {
+        self.status
+    }
+
+    /// Turns fully completed.
+    pub fn completed_turns(&self) -> u32 {
+        self.completed_turns
+    }
+
+    /// The conversation, starting with the user's input; a final answer is included.
+    pub fn history(&self) -> &[Message] {
+        &self.history
+    }
+
+    /// The tool plan generation the run leased; resuming requires exactly this one.
+    pub fn plan_id(&self) -> &str {
+        &self.plan_id
+    }
+
+    /// The leased plan's fingerprint; resuming requires an identical plan.
+    pub fn plan_fingerprint(&self) -> &str {
+        &self.plan_fingerprint
+    }
+
+    /// The sequence number of the last event; a resumed run continues after it.
+    pub fn last_sequence(&self) -> u64 {
+        self.last_sequence
+    }
+
+    /// Tokens used so far.
+    pub fn usage(&self) -> Usage {
+        self.usage
+    }
+
+    /// Tool calls without a result, in request order.
+    pub fn unfinished_calls(&self) -> &[UnfinishedCall] {
+        &self.unfinished_calls
+    }
+
+    /// Interaction ids this run already used; they may not be used again.
+    pub fn interaction_ids(&self) -> &BTreeSet<String> {
+        &self.interaction_ids
+    }
+
+    /// Deterministic JSON (fields in declaration order, sets sorted).
+    pub fn to_json(&self) -> Vec<u8> {
+        // Serializing plain data into a Vec cannot fail.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    /// Parses and validates JSON written by [`to_json`](Self::to_json).
+    pub fn from_json(bytes: &[u8]) -> Result<Snapshot, SnapshotError> {
+        if bytes.len() > MAX_SNAPSHOT_BYTES {
+            return Err(SnapshotError::TooLarge);
+        }
+        #[derive(Deserialize)]
+        struct VersionOnly {
+            version: String,
+        }
+        // Check the version first, so a foreign format says so rather than failing on fields.
+        let version: VersionOnly =
+            serde_json::from_slice(bytes).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        if version.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version(version.version));
+        }
+        let snapshot: Snapshot =
+            serde_json::from_slice(bytes).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        snapshot.validate()?;
+        Ok(snapshot)
+    }
+
+    /// Checks every rule a snapshot must satisfy.
+    pub fn validate(&self) -> Result<(), SnapshotError> {
+        use SnapshotError::Invalid;
+        if self.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version(self.version.clone()));
+        }
+        let run_id = &self.run_id;
+        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != run_id {
+            return Err(Invalid(
+                "run id must be non-empty, trimmed and at most 96 bytes",
+            ));
+        }
+        self.agent
+            .validate()
+            .map_err(|_| Invalid("agent definition is invalid"))?;
+        if PlanId::new(self.plan_id.clone()).is_err() {
+            return Err(Invalid("plan id is invalid"));
+        }
+        if !crate::stage::is_sha256_fingerprint(&self.plan_fingerprint) {
+            return Err(Invalid("plan fingerprint is invalid"));
+        }
+        if self.last_sequence == 0 {
+            return Err(Invalid("last sequence must be positive"));
+        }
+        if self.completed_turns > self.agent.max_turns() {
+            return Err(Invalid("completed turns exceed the maximum"));
+        }
+        if self.status == SnapshotStatus::Suspended
+            && (self.completed_turns == 0 || self.completed_turns >= self.agent.max_turns())
+        {
+            return Err(Invalid(
+                "a suspended run stands between two turns below the maximum",
+            ));
+        }
+        if self.history.is_empty() || self.history.len() > MAX_MESSAGES {
+            return Err(Invalid("history needs 1 to 4096 messages"));
+        }
+        if self.history[0].role() != Role::User {
+            return Err(Invalid("history must start with the user's message"));
+        }
+        let open = open_calls(&self.history)?;
+        let listed: Vec<(&str, &str)> = self
+            .unfinished_calls
+            .iter()
+            .map(|c| (c.call_id.as_str(), c.name.as_str()))
+            .collect();
+        if open != listed {
+            return Err(Invalid(
+                "unfinished calls must be exactly the calls without a result, in order",
+            ));
+        }
+        if !open.is_empty()
+            && matches!(
+                self.status,
+                SnapshotStatus::Suspended | SnapshotStatus::Completed
+            )
+        {
+            return Err(Invalid(
+                "only a failed or cancelled run may leave calls open",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The calls without a result, in order; checks that results answer an earlier open call of
+/// the same name, that ids are unique, and that open calls belong to the last assistant
+/// message.
+fn open_calls(history: &[Message]) -> Result<Vec<(&str, &str)>, SnapshotError> {
+    use SnapshotError::Invalid;
+    let mut seen = BTreeSet::new();
+    let mut open: Vec<(&str, &str)> = Vec::new();
+    for message in history {
+        if message.role() == Role::Assistant && !open.is_empty() {
+            // A new assistant message must not start while a round is unanswered.
+            return Err(Invalid("a tool round was left unanswered"));
+        }
+        for part in message.parts() {
+            match part {
+                Part::ToolCall(call) => {
+                    if !seen.insert(call.id()) {
+                        return Err(Invalid("a tool call id is used twice"));
+                    }
+                    open.push((call.id(), call.name()));
+                }
+                Part::ToolResult(result) => {
+                    let Some(index) = open
+                        .iter()
+                        .position(|(id, _)| *id == result.call_id.as_str())
+                    else {
+                        return Err(Invalid("a tool result answers no open call"));
+                    };
+                    if open[index].1 != result.name {
+                        return Err(Invalid("a tool result names another tool than its call"));
+                    }
+                    open.remove(index);
+                }
+                Part::Text(_) | Part::Extension { .. } => {}
+            }
+        }
+    }
+    Ok(open)
+}

@@ -1,0 +1,367 @@
+//! The four reference workloads as exact event sequences, plus the engine's basic contracts.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use agent_core::agent::{AgentDefinition, AtomicIdSource, Engine, RunStatus, StartError};
+use agent_core::event::{Event, EventKind, FailureCode, FixedClock, ReplayRequest, Timestamp};
+use agent_core::message::{Message, Part, Role};
+use agent_core::model::{
+    EventStream, ModelProvider, ModelRequest, ProviderError, ScriptedProvider, StreamError,
+    StreamEvent, Usage,
+};
+use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+use agent_core::tool::{
+    BoxFuture, Call, Capability, Definition, Effect, ExecutionError, ReplaySafety, Tool,
+    ToolContext, ToolResult,
+};
+use serde_json::json;
+use tokio::sync::mpsc;
+
+/// The reference `read` tool: read-only, replay safe, returns fixed content.
+struct ReadTool(Definition);
+
+impl ReadTool {
+    fn new() -> Self {
+        let definition = Definition::builder("read", "Read benchmark data.")
+            .effect(Effect::ReadOnly)
+            .replay_safety(ReplaySafety::Safe)
+            .capability(Capability::FilesystemRead)
+            .build()
+            .expect("valid definition");
+        ReadTool(definition)
+    }
+}
+
+impl Tool for ReadTool {
+    fn definition(&self) -> &Definition {
+        &self.0
+    }
+
+    fn execute<'a>(
+        &'a self,
+        call: Call,
+        _ctx: ToolContext<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
+        Box::pin(async move { Ok(ToolResult::success(call.id(), r#"{"content":"fixture"}"#)) })
+    }
+}
+
+fn engine(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>) -> Engine {
+    let tools: BTreeMap<String, Arc<dyn Tool>> = tools
+        .into_iter()
+        .map(|t| (t.definition().name().to_owned(), t))
+        .collect();
+    let dispatcher = Dispatcher::new(tools).expect("valid tools");
+    let plans = StaticToolPlanSource::new(Arc::new(dispatcher)).expect("plan");
+    Engine::builder(provider, Arc::new(plans))
+        .ids(Arc::new(AtomicIdSource::new()))
+        .clock(Arc::new(FixedClock::new(Timestamp::from_unix_nanos(
+            1_000_000_000,
+        ))))
+        .build()
+        .expect("engine")
+}
+
+fn input() -> Message {
+    Message::user("hello").expect("valid input")
+}
+
+fn kinds(run: &agent_core::agent::Run) -> Vec<EventKind> {
+    events(run).iter().map(Event::kind).collect()
+}
+
+fn events(run: &agent_core::agent::Run) -> Vec<Event> {
+    let page = run
+        .events()
+        .replay(ReplayRequest::after(0))
+        .expect("replay");
+    assert!(!page.has_more);
+    let sequences: Vec<u64> = page.events.iter().map(|e| e.sequence()).collect();
+    let expected: Vec<u64> = (1..=page.events.len() as u64).collect();
+    assert_eq!(sequences, expected, "sequence numbers are gap-free from 1");
+    page.events.iter().map(|e| e.event().clone()).collect()
+}
+
+#[tokio::test]
+async fn text_run_emits_six_events() {
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+        vec![StreamEvent::Completed {
+            usage: Usage::new(1, 1),
+        }]
+    }));
+    let engine = engine(provider, vec![]);
+    let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
+    let run = engine.start(&agent, input()).await.unwrap();
+    assert_eq!(run.id(), "run-1");
+    let output = run.wait().await.expect("completed");
+    assert_eq!(output.answer, "");
+    assert_eq!(output.turns, 1);
+    assert_eq!(output.usage, Usage::new(1, 1));
+    use EventKind::*;
+    assert_eq!(
+        kinds(&run),
+        [
+            RunStarted,
+            TurnStarted,
+            ModelStarted,
+            ModelCompleted,
+            TurnCompleted,
+            RunCompleted
+        ]
+    );
+    assert_eq!(run.status(), RunStatus::Completed);
+    assert!(run.events().is_closed());
+    engine.close().await;
+    assert_eq!(engine.live_runs(), 0);
+}
+
+/// Answers with a tool call unless the last message is a tool result.
+fn tool_round_provider() -> Arc<dyn ModelProvider> {
+    Arc::new(ScriptedProvider::new(|request: &ModelRequest| {
+        let last = request.messages().last().expect("history");
+        if last.role() == Role::Tool {
+            vec![StreamEvent::Completed {
+                usage: Usage::new(1, 1),
+            }]
+        } else {
+            vec![
+                StreamEvent::ToolCall(Call::new("benchmark-call", "read", json!({})).unwrap()),
+                StreamEvent::Completed {
+                    usage: Usage::new(1, 1),
+                },
+            ]
+        }
+    }))
+}
+
+#[tokio::test]
+async fn tool_round_emits_twelve_events() {
+    let engine = engine(tool_round_provider(), vec![Arc::new(ReadTool::new())]);
+    let agent = AgentDefinition::new("benchmark", "scripted", 2).unwrap();
+    let run = engine.start(&agent, input()).await.unwrap();
+    let output = run.wait().await.expect("completed");
+    assert_eq!(output.turns, 2);
+    assert_eq!(output.usage, Usage::new(2, 2));
+    use EventKind::*;
+    assert_eq!(
+        kinds(&run),
+        [
+            RunStarted,
+            TurnStarted,
+            ModelStarted,
+            ModelCompleted,
+            ToolStarted,
+            ToolCompleted,
+            TurnCompleted,
+            TurnStarted,
+            ModelStarted,
+            ModelCompleted,
+            TurnCompleted,
+            RunCompleted
+        ]
+    );
+    let events = events(&run);
+    let Event::ToolStarted(started) = &events[4] else {
+        panic!("expected tool.started, got {:?}", events[4]);
+    };
+    assert_eq!(
+        (
+            started.call_id.as_str(),
+            started.name.as_str(),
+            started.turn
+        ),
+        ("benchmark-call", "read", 1)
+    );
+    assert_eq!(&*started.plan_id, run.plan_id().as_str());
+    let facts = started.declared.as_ref().expect("declared");
+    assert_eq!(facts.effect, Effect::ReadOnly);
+    assert_eq!(facts.capabilities, [Capability::FilesystemRead]);
+
+    // The history: user, assistant tool call, tool result.
+    let snapshot = run.snapshot().expect("terminal snapshot");
+    let roles: Vec<Role> = snapshot.history().iter().map(Message::role).collect();
+    assert_eq!(roles, [Role::User, Role::Assistant, Role::Tool]);
+    assert!(
+        matches!(&snapshot.history()[2].parts()[0], Part::ToolResult(r) if r.content == r#"{"content":"fixture"}"#)
+    );
+    assert!(snapshot.unfinished_calls().is_empty());
+}
+
+/// Signals when the model operation starts, then never yields.
+struct BlockingProvider {
+    started: mpsc::UnboundedSender<()>,
+}
+
+struct Pending;
+
+impl EventStream for Pending {
+    fn next(&mut self) -> BoxFuture<'_, Result<Option<StreamEvent>, StreamError>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+impl ModelProvider for BlockingProvider {
+    fn stream(
+        &self,
+        _request: ModelRequest,
+    ) -> BoxFuture<'_, Result<Box<dyn EventStream>, ProviderError>> {
+        let _ = self.started.send(());
+        Box::pin(async { Ok(Box::new(Pending) as Box<dyn EventStream>) })
+    }
+}
+
+#[tokio::test]
+async fn cancellation_emits_six_events_ending_in_cancelled() {
+    let (started, mut started_rx) = mpsc::unbounded_channel();
+    let engine = engine(Arc::new(BlockingProvider { started }), vec![]);
+    let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
+    let run = engine.start(&agent, input()).await.unwrap();
+    started_rx.recv().await.expect("model started");
+    run.cancel();
+    let error = run.wait().await.expect_err("cancelled");
+    assert!(error.is_cancelled(), "{error}");
+    let events = events(&run);
+    use EventKind::*;
+    let kinds: Vec<EventKind> = events.iter().map(Event::kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            RunStarted,
+            TurnStarted,
+            ModelStarted,
+            ModelFailed,
+            TurnFailed,
+            RunCancelled
+        ]
+    );
+    assert!(matches!(&events[3], Event::ModelFailed { problem, .. } if problem == "cancelled"));
+    assert!(matches!(
+        &events[4],
+        Event::TurnFailed {
+            code: FailureCode::Cancelled,
+            ..
+        }
+    ));
+    assert_eq!(run.status(), RunStatus::Cancelled);
+}
+
+#[tokio::test]
+async fn final_answer_is_kept_in_history() {
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+        vec![
+            StreamEvent::TextDelta("Hel".into()),
+            StreamEvent::TextDelta("lo.".into()),
+            StreamEvent::Completed {
+                usage: Usage::default(),
+            },
+        ]
+    }));
+    let engine = engine(provider, vec![]);
+    let agent = AgentDefinition::new("a", "m", 3).unwrap();
+    let run = engine.start(&agent, input()).await.unwrap();
+    assert_eq!(run.wait().await.unwrap().answer, "Hello.");
+    let snapshot = run.snapshot().unwrap();
+    let last = snapshot.history().last().unwrap();
+    assert_eq!(
+        (last.role(), last.text().as_ref()),
+        (Role::Assistant, "Hello.")
+    );
+    let deltas: Vec<String> = events(&run)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ModelDelta { text } => Some(text),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deltas, ["Hel", "lo."]);
+}
+
+#[tokio::test]
+async fn max_turns_exceeded_fails_the_run() {
+    let engine = engine(tool_round_provider(), vec![Arc::new(ReadTool::new())]);
+    let agent = AgentDefinition::new("a", "m", 1).unwrap();
+    let run = engine.start(&agent, input()).await.unwrap();
+    let error = run.wait().await.unwrap_err();
+    assert_eq!(error.code(), FailureCode::MaxTurnsExceeded);
+    let events = events(&run);
+    assert_eq!(
+        events.last(),
+        Some(&Event::RunFailed {
+            code: FailureCode::MaxTurnsExceeded
+        })
+    );
+}
+
+#[tokio::test]
+async fn undeclared_tool_and_duplicate_ids_fail_before_running() {
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+        vec![
+            StreamEvent::ToolCall(Call::new("c1", "nope", json!({})).unwrap()),
+            StreamEvent::Completed {
+                usage: Usage::default(),
+            },
+        ]
+    }));
+    let engine1 = engine(provider, vec![Arc::new(ReadTool::new())]);
+    let agent = AgentDefinition::new("a", "m", 3).unwrap();
+    let run = engine1.start(&agent, input()).await.unwrap();
+    assert_eq!(
+        run.wait().await.unwrap_err().code(),
+        FailureCode::UndeclaredTool
+    );
+    let kinds = kinds(&run);
+    assert!(kinds.contains(&EventKind::ToolStarted) && kinds.contains(&EventKind::ToolFailed));
+
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+        vec![
+            StreamEvent::ToolCall(Call::new("c1", "read", json!({})).unwrap()),
+            StreamEvent::ToolCall(Call::new("c1", "read", json!({})).unwrap()),
+            StreamEvent::Completed {
+                usage: Usage::default(),
+            },
+        ]
+    }));
+    let engine2 = engine(provider, vec![Arc::new(ReadTool::new())]);
+    let run = engine2.start(&agent, input()).await.unwrap();
+    assert_eq!(
+        run.wait().await.unwrap_err().code(),
+        FailureCode::DuplicateCallId
+    );
+    assert!(!kinds_of(&run).contains(&EventKind::ToolStarted));
+}
+
+fn kinds_of(run: &agent_core::agent::Run) -> Vec<EventKind> {
+    kinds(run)
+}
+
+#[tokio::test]
+async fn prepare_then_abort_leaves_nothing_behind() {
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| Vec::new()));
+    let engine = engine(provider, vec![]);
+    let agent = AgentDefinition::new("a", "m", 1).unwrap();
+    let prepared = engine.prepare(&agent, input()).await.unwrap();
+    assert_eq!(prepared.run_id(), "run-1");
+    assert_eq!(engine.live_runs(), 1);
+    prepared.abort().await.unwrap();
+    assert_eq!(engine.live_runs(), 0);
+
+    let root = tokio_util::sync::CancellationToken::new();
+    root.cancel();
+    let prepared = engine.prepare(&agent, input()).await.unwrap();
+    assert_eq!(prepared.commit(&root).unwrap_err(), StartError::Cancelled);
+    assert_eq!(engine.live_runs(), 0);
+
+    assert_eq!(
+        engine
+            .prepare(&agent, Message::assistant("x").unwrap())
+            .await
+            .unwrap_err(),
+        StartError::Input
+    );
+    engine.close().await;
+    assert_eq!(
+        engine.prepare(&agent, input()).await.unwrap_err(),
+        StartError::Closed
+    );
+}
