@@ -343,18 +343,26 @@ pub(crate) struct EngineInner {
     plans: Arc<dyn ToolPlanSource>,
     ids: Arc<dyn IdSource>,
     pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) broker: Arc<dyn Broker>,
+    broker: Option<Arc<dyn Broker>>,
     pub(crate) observers: Vec<Arc<dyn Observer>>,
     pub(crate) options: EngineOptions,
     registry: Mutex<Registry>,
     drained: Notify,
-    /// Never cancelled: preparation has no deadline of its own.
-    setup: CancellationToken,
+    /// Never cancelled: preparation has no deadline of its own. Created on first use.
+    setup: std::sync::OnceLock<CancellationToken>,
 }
 
 impl EngineInner {
     fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who answers interactions.
+    pub(crate) fn broker(&self) -> &dyn Broker {
+        match &self.broker {
+            Some(broker) => &**broker,
+            None => &UnavailableBroker,
+        }
     }
 
     /// Forgets a run that ended or was aborted.
@@ -430,12 +438,12 @@ impl EngineBuilder {
                 plans: self.plans,
                 ids: self.ids.unwrap_or_else(|| Arc::new(AtomicIdSource::new())),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
-                broker: self.broker.unwrap_or_else(|| Arc::new(UnavailableBroker)),
+                broker: self.broker,
                 observers: self.observers,
                 options: self.options,
                 registry: Mutex::new(Registry::default()),
                 drained: Notify::new(),
-                setup: CancellationToken::new(),
+                setup: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -491,7 +499,7 @@ impl Engine {
         }
         let lease = self.lease(None).await?;
         let id = self.inner.ids.next_id("run");
-        let prepared = self.reserve(id, lease, |id, limits| EventLog::new(id, limits))?;
+        let prepared = self.reserve(id, lease, EventLog::new)?;
         Ok(prepared.with_start(run::Start::Fresh {
             agent: agent.clone(),
             input,
@@ -536,7 +544,7 @@ impl Engine {
     }
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
-        let setup = &self.inner.setup;
+        let setup = self.inner.setup.get_or_init(CancellationToken::new);
         let plans = &*self.inner.plans;
         let future = catch_unwind(AssertUnwindSafe(|| match generation {
             Some(id) => plans.lease_generation(id, setup),

@@ -3,18 +3,36 @@
 
 use sha2::{Digest, Sha256};
 
+/// A SHA-256 digest as 64 lowercase hex digits, kept inline (no allocation).
+#[derive(Clone, Copy)]
+pub(crate) struct HexDigest([u8; 64]);
+
+impl HexDigest {
+    pub(crate) fn as_str(&self) -> &str {
+        // Only ASCII hex digits are ever written.
+        std::str::from_utf8(&self.0).unwrap_or_default()
+    }
+}
+
 /// Lowercase hex SHA-256 of length-prefixed `fields`.
-pub(crate) fn fields_hex<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> String {
+pub(crate) fn fields_digest<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> HexDigest {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut hasher = Sha256::new();
     for field in fields {
         hasher.update((field.len() as u64).to_be_bytes());
         hasher.update(field);
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    let mut hex = [0u8; 64];
+    for (i, byte) in hasher.finalize().iter().enumerate() {
+        hex[2 * i] = DIGITS[usize::from(byte >> 4)];
+        hex[2 * i + 1] = DIGITS[usize::from(byte & 0x0f)];
+    }
+    HexDigest(hex)
+}
+
+/// [`fields_digest`] as an owned string.
+pub(crate) fn fields_hex<'a>(fields: impl IntoIterator<Item = &'a [u8]>) -> String {
+    fields_digest(fields).as_str().to_owned()
 }
 
 #[cfg(test)]

@@ -233,7 +233,7 @@ impl Drop for StreamGuard {
 /// The run task: the loop, then finalization, whatever happened.
 pub(crate) async fn drive(shared: Arc<RunShared>, mut state: LoopState) {
     let result = {
-        let run = Box::pin(run_loop(&shared, &mut state));
+        let run = std::pin::pin!(run_loop(&shared, &mut state));
         match CatchUnwind::new(run).await {
             Ok(result) => result,
             Err(_) => Err(Failure::new(FailureCode::Panicked)),
@@ -782,10 +782,10 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
         Err(failure) if failure.code == FailureCode::Cancelled => Event::RunCancelled,
         Err(failure) => Event::RunFailed { code: failure.code },
     };
-    if let Err(error) = shared.emit(terminal, true).await {
-        if outcome.is_ok() {
-            outcome = Err(failure_for(error));
-        }
+    if let Err(error) = shared.emit(terminal, true).await
+        && outcome.is_ok()
+    {
+        outcome = Err(failure_for(error));
     }
     let status = match &outcome {
         Ok(()) => SnapshotStatus::Completed,

@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
@@ -253,16 +252,38 @@ impl RunShared {
         if !detached && self.cancel.is_cancelled() {
             return Err(EmitError::Cancelled);
         }
-        let _order = self.emit_lock.lock().await;
-        let sequence = self.log.last_sequence() + 1;
-        let envelope = Envelope::new(self.id.clone(), sequence, self.engine.clock.now(), event);
         if self.engine.observers.is_empty() {
-            return self.log.append(envelope).map_err(EmitError::Log);
+            // The log's own lock orders emitters; nothing is awaited. Keeping this path free
+            // of the observer machinery keeps every caller's future small.
+            return self
+                .log
+                .append_next(|sequence| self.stamp(sequence, event))
+                .map_err(EmitError::Log);
         }
-        self.log.append(envelope.clone()).map_err(EmitError::Log)?;
+        Box::pin(self.emit_observed(event, detached)).await
+    }
+
+    fn stamp(&self, sequence: u64, event: Event) -> Envelope {
+        Envelope::new(self.id.clone(), sequence, self.engine.clock.now(), event)
+    }
+
+    async fn emit_observed(&self, event: Event, detached: bool) -> Result<(), EmitError> {
+        // Observers are awaited in order, so emitters queue on an async lock.
+        let _order = self.emit_lock.lock().await;
+        let mut copy = None;
+        self.log
+            .append_next(|sequence| {
+                let envelope = self.stamp(sequence, event);
+                copy = Some(envelope.clone());
+                envelope
+            })
+            .map_err(EmitError::Log)?;
+        let Some(envelope) = copy else {
+            return Ok(());
+        };
         for observer in &self.engine.observers {
-            let publish = catch_unwind(AssertUnwindSafe(|| observer.publish(&envelope)))
-                .map_err(|_| EmitError::ObserverPanicked)?;
+            let publish = driver::contained(|| observer.publish(&envelope))
+                .map_err(|()| EmitError::ObserverPanicked)?;
             let publish = CatchUnwind::new(publish);
             let outcome = if detached {
                 driver::bounded(self.engine.options.finalization_timeout, publish).await
@@ -403,10 +424,8 @@ impl RunShared {
         }
         let outcome = match Scope::new(self.id.clone()) {
             Ok(scope) => {
-                let broker = &*self.engine.broker;
-                match catch_unwind(AssertUnwindSafe(|| {
-                    broker.request(&scope, &request, &self.cancel)
-                })) {
+                let broker = self.engine.broker();
+                match driver::contained(|| broker.request(&scope, &request, &self.cancel)) {
                     Ok(future) => tokio::select! {
                         biased;
                         outcome = CatchUnwind::new(future) => {

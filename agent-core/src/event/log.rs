@@ -373,7 +373,19 @@ impl EventLog {
     /// may hold for its kind). A refused event consumes no sequence number.
     pub fn append(&self, envelope: Envelope) -> Result<(), LogError> {
         let mut guard = lock(&self.inner);
-        let inner = &mut *guard;
+        self.append_locked(&mut guard, envelope)
+    }
+
+    /// Appends the envelope `make` builds for the next sequence number, under one lock, so
+    /// concurrent emitters can never race for a number.
+    pub(crate) fn append_next(&self, make: impl FnOnce(u64) -> Envelope) -> Result<(), LogError> {
+        let mut guard = lock(&self.inner);
+        let next = guard.last.saturating_add(1);
+        let envelope = make(next);
+        self.append_locked(&mut guard, envelope)
+    }
+
+    fn append_locked(&self, inner: &mut Inner, envelope: Envelope) -> Result<(), LogError> {
         if inner.closed {
             return Err(LogError::Closed);
         }

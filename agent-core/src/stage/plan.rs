@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{DispatchError, DispatchRequest, SnapshotDispatcher, ToolDispatcher};
-use super::pipeline::{PipelineError, compose_pipeline};
+use super::dispatch::{DispatchError, DispatchRequest, ToolDispatcher};
+use super::pipeline::PipelineError;
 use crate::tool::{BoxFuture, Definition, ToolFacts, ToolResult};
 
 /// Largest plan id, in bytes.
@@ -138,34 +138,65 @@ impl ReleaseState {
     }
 }
 
-/// What every lease of one generation shares: computed once per generation, so a static
-/// plan hands out leases without hashing or allocating.
+/// What every lease of one generation shares, computed once per generation so a static
+/// plan hands out leases without hashing or allocating. It is also the plan's dispatcher:
+/// it rejects a scope naming another plan and any call outside the frozen definitions.
 struct LeaseCore {
     id: PlanId,
     fingerprint: Arc<str>,
-    facts: Arc<[Arc<ToolFacts>]>,
-    dispatcher: Arc<PlanBoundDispatcher>,
+    definitions: Arc<[Definition]>,
+    facts: Box<[Arc<ToolFacts>]>,
+    inner: Arc<dyn ToolDispatcher>,
 }
 
 impl LeaseCore {
     fn new(id: PlanId, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
-        let definitions: Arc<[Definition]> = dispatcher.definitions().into();
-        let facts: Arc<[Arc<ToolFacts>]> =
+        Self::build(dispatcher, |_| id)
+    }
+
+    /// Hashes the definitions once; `id` may derive the plan id from that hash.
+    fn build(inner: Arc<dyn ToolDispatcher>, id: impl FnOnce(&str) -> PlanId) -> Self {
+        let definitions: Arc<[Definition]> = inner.definitions().into();
+        let facts: Box<[Arc<ToolFacts>]> =
             definitions.iter().map(|d| Arc::new(d.facts())).collect();
-        let fingerprint = plan_fingerprint_from_facts(&definitions, &facts).into();
-        let snapshot = SnapshotDispatcher {
-            inner: dispatcher,
-            definitions,
-        };
+        let fields = definitions
+            .iter()
+            .zip(&facts)
+            .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
+        let hash = crate::hash::fields_digest(fields);
         LeaseCore {
-            dispatcher: Arc::new(PlanBoundDispatcher {
-                plan: id.clone(),
-                inner: snapshot,
-            }),
-            id,
-            fingerprint,
+            id: id(hash.as_str()),
+            fingerprint: crate::agent::format_arc(format_args!("sha256:{}", hash.as_str())),
+            definitions,
             facts,
+            inner,
         }
+    }
+}
+
+impl ToolDispatcher for LeaseCore {
+    fn definitions(&self) -> &[Definition] {
+        &self.definitions
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        if request.scope.plan_id() != &self.id {
+            let (expected, found) = (self.id.to_string(), request.scope.plan_id().to_string());
+            return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
+        }
+        if self.definition(request.call.name()).is_none() {
+            let name = request.call.name().to_owned();
+            return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
+        }
+        self.inner.dispatch(request)
+    }
+
+    /// A leased plan is final: it cannot be composed again.
+    fn is_composed(&self) -> bool {
+        true
     }
 }
 
@@ -212,11 +243,11 @@ impl ToolPlanLease {
 
     /// Copies of the definitions, sorted by name.
     pub fn definitions(&self) -> &[Definition] {
-        self.core.dispatcher.definitions()
+        &self.core.definitions
     }
 
     pub(crate) fn definitions_arc(&self) -> &Arc<[Definition]> {
-        &self.core.dispatcher.inner.definitions
+        &self.core.definitions
     }
 
     /// The secret-free facts of the tool called `name`, if the plan declares it.
@@ -229,11 +260,11 @@ impl ToolPlanLease {
 
     /// The plan's dispatcher.
     pub fn dispatcher(&self) -> Arc<dyn ToolDispatcher> {
-        self.core.dispatcher.clone()
+        self.core.clone()
     }
 
     pub(crate) fn dispatcher_ref(&self) -> &dyn ToolDispatcher {
-        &*self.core.dispatcher
+        &*self.core
     }
 
     /// Whether releasing has nothing to do (a static plan).
@@ -294,51 +325,6 @@ impl fmt::Debug for ToolPlanLease {
     }
 }
 
-/// `sha256:` + hex over each definition's name and fingerprint.
-fn plan_fingerprint_from_facts(definitions: &[Definition], facts: &[Arc<ToolFacts>]) -> String {
-    format!("sha256:{}", hash_names_and_facts(definitions, facts))
-}
-
-fn hash_names_and_facts(definitions: &[Definition], facts: &[Arc<ToolFacts>]) -> String {
-    let fields = definitions
-        .iter()
-        .zip(facts)
-        .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
-    crate::hash::fields_hex(fields)
-}
-
-fn definitions_hash(definitions: &[Definition]) -> String {
-    let facts: Vec<Arc<ToolFacts>> = definitions.iter().map(|d| Arc::new(d.facts())).collect();
-    hash_names_and_facts(definitions, &facts)
-}
-
-/// Rejects dispatches whose scope names another plan.
-struct PlanBoundDispatcher {
-    plan: PlanId,
-    inner: SnapshotDispatcher,
-}
-
-impl ToolDispatcher for PlanBoundDispatcher {
-    fn definitions(&self) -> &[Definition] {
-        self.inner.definitions()
-    }
-
-    fn dispatch<'a>(
-        &'a self,
-        request: DispatchRequest<'a>,
-    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        if request.scope.plan_id() != &self.plan {
-            let (expected, found) = (self.plan.to_string(), request.scope.plan_id().to_string());
-            return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
-        }
-        self.inner.dispatch(request)
-    }
-
-    fn is_composed(&self) -> bool {
-        self.inner.inner.is_composed()
-    }
-}
-
 /// A source with exactly one generation: a compiled dispatcher (the composed pipeline of a
 /// `compose!` graph). Its id is `static:` + a hash of the definitions' names and
 /// fingerprints, so the same tools always give the same id.
@@ -366,15 +352,14 @@ pub struct StaticToolPlanSource {
 }
 
 impl StaticToolPlanSource {
-    /// Adapts `dispatcher`, composing it into a pipeline if it is not one yet.
+    /// Adapts `dispatcher`. A dispatcher that is not a composed pipeline is used as one
+    /// without guards or decorators: the plan itself freezes its definitions.
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
-        let dispatcher = compose_pipeline(dispatcher, Vec::new(), Vec::new())?;
-        let id = PlanId(Arc::from(format!(
-            "static:{}",
-            definitions_hash(dispatcher.definitions())
-        )));
+        let core = LeaseCore::build(dispatcher, |hash| {
+            PlanId(crate::agent::format_arc(format_args!("static:{hash}")))
+        });
         Ok(StaticToolPlanSource {
-            core: Arc::new(LeaseCore::new(id, dispatcher)),
+            core: Arc::new(core),
         })
     }
 
