@@ -129,18 +129,67 @@ fn input() -> Message {
     Message::user("hello").expect("valid input")
 }
 
-/// One workload: an async closure run once per iteration.
-struct Workload {
-    name: &'static str,
-    run: Box<dyn Fn() -> BoxFuture<'static, ()>>,
+fn runtime() -> Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .expect("runtime")
 }
 
-fn workloads() -> Vec<Workload> {
+/// Counts allocations over `iterations` runs of `run` (after a warm-up, since the first
+/// iterations grow buffers that later ones reuse), prints them, then times `run`.
+fn measure<F, Fut>(c: &mut Criterion, runtime: &Runtime, name: &str, run: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = ()>,
+{
+    const ITERATIONS: u32 = 500;
+    runtime.block_on(async {
+        for _ in 0..50 {
+            run().await;
+        }
+    });
+    let region = Region::new(GLOBAL);
+    runtime.block_on(async {
+        for _ in 0..ITERATIONS {
+            run().await;
+        }
+    });
+    let stats = region.change();
+    let n = f64::from(ITERATIONS);
+    println!(
+        "kernel/{name}: {:.1} allocations/iter, {:.0} bytes/iter",
+        stats.allocations as f64 / n,
+        stats.bytes_allocated as f64 / n,
+    );
+    c.benchmark_group("kernel")
+        .bench_function(name, |b| b.to_async(runtime).iter(&run));
+}
+
+fn bench(c: &mut Criterion) {
+    let runtime = runtime();
+    let clock = fixed_clock();
+
+    let idle_provider: Arc<dyn ModelProvider> =
+        Arc::new(ScriptedProvider::new(|_: &ModelRequest| vec![completed()]));
+    measure(c, &runtime, "engine_construction", || async {
+        let engine = engine_with(idle_provider.clone(), clock.clone(), vec![]);
+        engine.close().await;
+    });
+
     let text_engine = engine(
         Arc::new(ScriptedProvider::new(|_: &ModelRequest| vec![completed()])),
         vec![],
     );
-    let text_agent = AgentDefinition::new("benchmark", "scripted", 1).expect("agent");
+    let one_turn = AgentDefinition::new("benchmark", "scripted", 1).expect("agent");
+    let text_input = input();
+    measure(c, &runtime, "text_run", || async {
+        let run = text_engine
+            .start(&one_turn, text_input.clone())
+            .await
+            .expect("start");
+        run.wait().await.expect("completed");
+    });
 
     let tool_engine = engine(
         Arc::new(ScriptedProvider::new(|request: &ModelRequest| {
@@ -157,7 +206,14 @@ fn workloads() -> Vec<Workload> {
         })),
         vec![read_tool()],
     );
-    let tool_agent = AgentDefinition::new("benchmark", "scripted", 2).expect("agent");
+    let two_turns = AgentDefinition::new("benchmark", "scripted", 2).expect("agent");
+    measure(c, &runtime, "tool_round", || async {
+        let run = tool_engine
+            .start(&two_turns, text_input.clone())
+            .await
+            .expect("start");
+        run.wait().await.expect("completed");
+    });
 
     let started = Arc::new(Notify::new());
     let cancel_engine = engine(
@@ -166,110 +222,17 @@ fn workloads() -> Vec<Workload> {
         }),
         vec![],
     );
-    let cancel_agent = text_agent.clone();
-    let text_input = input();
-    let idle_provider: Arc<dyn ModelProvider> =
-        Arc::new(ScriptedProvider::new(|_: &ModelRequest| vec![completed()]));
-    let clock = fixed_clock();
-
-    vec![
-        Workload {
-            name: "engine_construction",
-            run: Box::new(move || {
-                let (provider, clock) = (idle_provider.clone(), clock.clone());
-                Box::pin(async move {
-                    let engine = engine_with(provider, clock, vec![]);
-                    engine.close().await;
-                })
-            }),
-        },
-        Workload {
-            name: "text_run",
-            run: Box::new(move || {
-                let (engine, agent, input) =
-                    (text_engine.clone(), text_agent.clone(), text_input.clone());
-                Box::pin(async move {
-                    let run = engine.start(&agent, input).await.expect("start");
-                    run.wait().await.expect("completed");
-                })
-            }),
-        },
-        Workload {
-            name: "tool_round",
-            run: Box::new(move || {
-                let (engine, agent) = (tool_engine.clone(), tool_agent.clone());
-                Box::pin(async move {
-                    let run = engine.start(&agent, input()).await.expect("start");
-                    run.wait().await.expect("completed");
-                })
-            }),
-        },
-        Workload {
-            name: "cancellation",
-            run: Box::new(move || {
-                let (engine, agent, started) =
-                    (cancel_engine.clone(), cancel_agent.clone(), started.clone());
-                Box::pin(async move {
-                    let run = engine.start(&agent, input()).await.expect("start");
-                    started.notified().await;
-                    run.cancel();
-                    let error = run.wait().await.expect_err("cancelled");
-                    assert!(error.is_cancelled());
-                })
-            }),
-        },
-    ]
+    measure(c, &runtime, "cancellation", || async {
+        let run = cancel_engine
+            .start(&one_turn, text_input.clone())
+            .await
+            .expect("start");
+        started.notified().await;
+        run.cancel();
+        let error = run.wait().await.expect_err("cancelled");
+        assert!(error.is_cancelled());
+    });
 }
-
-fn runtime() -> Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .expect("runtime")
-}
-
-/// Runs `iterations` of `run` and returns (allocations, bytes) per iteration.
-fn count_allocations(
-    runtime: &Runtime,
-    iterations: u32,
-    run: &dyn Fn() -> BoxFuture<'static, ()>,
-) -> (f64, f64) {
-    // Warm up: first iterations grow buffers that later ones reuse.
-    for _ in 0..50 {
-        runtime.block_on(run());
-    }
-    let region = Region::new(GLOBAL);
-    for _ in 0..iterations {
-        runtime.block_on(run());
-    }
-    let stats = region.change();
-    let n = f64::from(iterations);
-    (
-        stats.allocations as f64 / n,
-        stats.bytes_allocated as f64 / n,
-    )
-}
-
-fn bench(c: &mut Criterion) {
-    let runtime = runtime();
-    let workloads = workloads();
-    let mut group = c.benchmark_group("kernel");
-    for workload in &workloads {
-        let (allocations, bytes) = count_allocations(&runtime, 500, &*workload.run);
-        println!(
-            "kernel/{}: {allocations:.1} allocations/iter, {bytes:.0} bytes/iter",
-            workload.name
-        );
-        group.bench_function(workload.name, |b| {
-            b.to_async(&runtime).iter(|| (workload.run)());
-        });
-    }
-    group.finish();
-}
-
-/// Keeps `Future` in scope for readers of the workload type.
-#[allow(dead_code)]
-fn assert_send<F: Future + Send>(_: F) {}
 
 criterion_group!(benches, bench);
 criterion_main!(benches);

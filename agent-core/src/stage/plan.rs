@@ -3,7 +3,9 @@
 //! started with.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use crate::hash::HexDigest;
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -156,14 +158,28 @@ impl LeaseCore {
 
     /// Hashes the definitions once; `id` may derive the plan id from that hash.
     fn build(inner: Arc<dyn ToolDispatcher>, id: impl FnOnce(&str) -> PlanId) -> Self {
-        let definitions: Arc<[Definition]> = inner.definitions().into();
-        let facts: Box<[Arc<ToolFacts>]> =
-            definitions.iter().map(|d| Arc::new(d.facts())).collect();
-        let fields = definitions
-            .iter()
-            .zip(&facts)
-            .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
-        let hash = crate::hash::fields_digest(fields);
+        // Plans without tools are common (text-only agents, tests); they share one empty
+        // definition list and one digest per process.
+        static EMPTY: OnceLock<(Arc<[Definition]>, HexDigest)> = OnceLock::new();
+        let (definitions, facts, hash) = if inner.definitions().is_empty() {
+            let (definitions, hash) = EMPTY.get_or_init(|| {
+                (
+                    Arc::from([]),
+                    crate::hash::fields_digest(std::iter::empty()),
+                )
+            });
+            (definitions.clone(), Box::default(), *hash)
+        } else {
+            let definitions: Arc<[Definition]> = inner.definitions().into();
+            let facts: Box<[Arc<ToolFacts>]> =
+                definitions.iter().map(|d| Arc::new(d.facts())).collect();
+            let fields = definitions
+                .iter()
+                .zip(&facts)
+                .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
+            let hash = crate::hash::fields_digest(fields);
+            (definitions, facts, hash)
+        };
         LeaseCore {
             id: id(hash.as_str()),
             fingerprint: crate::agent::format_arc(format_args!("sha256:{}", hash.as_str())),
