@@ -329,6 +329,9 @@ pub enum StartError {
     /// A completed run has nothing left to do.
     #[error("a completed run cannot be resumed")]
     NotResumable,
+    /// Runs execute on a tokio runtime; commit was called outside one.
+    #[error("a run must be committed inside a tokio runtime")]
+    NoRuntime,
 }
 
 /// The engine's registry of live runs: ids for duplicate detection and tokens for shutdown.
@@ -730,6 +733,10 @@ impl PreparedRun {
         let Some(state) = self.state.take() else {
             return Err(StartError::Closed);
         };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            Self::abort_state(state);
+            return Err(StartError::NoRuntime);
+        };
         {
             let mut registry = state.engine.registry();
             if registry.closed {
@@ -747,6 +754,7 @@ impl PreparedRun {
             return Err(StartError::Closed);
         };
         Ok(RunShared::launch(
+            &runtime,
             state.engine,
             state.id,
             state.lease,

@@ -109,7 +109,7 @@ pub enum FailureCode {
     DuplicateCallId,
     /// A tool dispatch failed with an infrastructure error.
     ToolFailed,
-    /// The model still asked for tools after the last allowed turn.
+    /// The model still asked for tools in the last allowed turn.
     MaxTurnsExceeded,
     /// Code outside the engine panicked (provider, stream, tool, guard, observer, broker);
     /// the panic was contained and its text discarded.
@@ -199,13 +199,6 @@ pub enum Event {
     /// The run was cancelled through its own token. Terminal.
     #[serde(rename = "run.cancelled")]
     RunCancelled,
-    /// The run stopped at a turn boundary and can be exported or resumed. Terminal for this
-    /// log; a resumed run continues the sequence.
-    #[serde(rename = "run.suspended")]
-    RunSuspended {
-        /// Turns completed so far.
-        completed_turns: u32,
-    },
     /// A turn began.
     #[serde(rename = "turn.started")]
     TurnStarted {
@@ -249,8 +242,9 @@ pub enum Event {
     /// The model operation failed.
     #[serde(rename = "model.failed")]
     ModelFailed {
-        /// The provider's problem code, or `cancelled`, `model_protocol`, `provider_start`,
-        /// `provider_stream` or `panicked` when the engine classified the failure.
+        /// The provider's problem code, or one the engine assigned: `cancelled`,
+        /// `model_protocol`, `provider_stream`, `panicked`, `event_emission`, or the failure
+        /// code of an emission that failed before the model was asked.
         problem: String,
         /// Whether the provider called it retryable.
         retryable: bool,
@@ -329,7 +323,6 @@ pub enum EventKind {
     RunCompleted,
     RunFailed,
     RunCancelled,
-    RunSuspended,
     TurnStarted,
     TurnCompleted,
     TurnFailed,
@@ -355,7 +348,6 @@ impl EventKind {
             EventKind::RunCompleted => "run.completed",
             EventKind::RunFailed => "run.failed",
             EventKind::RunCancelled => "run.cancelled",
-            EventKind::RunSuspended => "run.suspended",
             EventKind::TurnStarted => "turn.started",
             EventKind::TurnCompleted => "turn.completed",
             EventKind::TurnFailed => "turn.failed",
@@ -382,7 +374,6 @@ impl EventKind {
             EventKind::RunCompleted
                 | EventKind::RunFailed
                 | EventKind::RunCancelled
-                | EventKind::RunSuspended
                 | EventKind::TurnCompleted
                 | EventKind::TurnFailed
                 | EventKind::ModelCompleted
@@ -399,10 +390,7 @@ impl EventKind {
     pub const fn ends_run(self) -> bool {
         matches!(
             self,
-            EventKind::RunCompleted
-                | EventKind::RunFailed
-                | EventKind::RunCancelled
-                | EventKind::RunSuspended
+            EventKind::RunCompleted | EventKind::RunFailed | EventKind::RunCancelled
         )
     }
 }
@@ -421,7 +409,6 @@ impl Event {
             Event::RunCompleted => EventKind::RunCompleted,
             Event::RunFailed { .. } => EventKind::RunFailed,
             Event::RunCancelled => EventKind::RunCancelled,
-            Event::RunSuspended { .. } => EventKind::RunSuspended,
             Event::TurnStarted { .. } => EventKind::TurnStarted,
             Event::TurnCompleted { .. } => EventKind::TurnCompleted,
             Event::TurnFailed { .. } => EventKind::TurnFailed,
@@ -566,7 +553,6 @@ mod tests {
                 code: FailureCode::ToolFailed,
             },
             Event::RunCancelled,
-            Event::RunSuspended { completed_turns: 1 },
             Event::TurnStarted { turn: 1 },
             Event::TurnCompleted { turn: 1 },
             Event::TurnFailed {

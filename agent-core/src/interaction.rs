@@ -55,8 +55,9 @@ pub enum InteractionError {
     /// The request's cancellation token fired before it was answered.
     #[error("the interaction was cancelled")]
     Cancelled,
-    /// An interaction with this id is already pending for this run.
-    #[error("an interaction with id `{id}` is already pending for this run")]
+    /// An interaction with this id is already pending for this run, or (when asked through
+    /// a run) the run used the id before: each id is used once per run.
+    #[error("an interaction with id `{id}` is already pending or was used in this run")]
     DuplicateId {
         /// The duplicated id.
         id: String,

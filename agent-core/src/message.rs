@@ -18,8 +18,9 @@ use crate::tool::{Call, MAX_CALL_ID_BYTES, MAX_PAYLOAD_BYTES};
 
 /// Largest text part, in bytes.
 pub const MAX_TEXT_BYTES: usize = 1 << 20;
-/// Most parts in one message.
-pub const MAX_PARTS: usize = 128;
+/// Most parts in one message: room for the most tool calls one model operation may request
+/// plus its text, split into parts of at most [`MAX_TEXT_BYTES`].
+pub const MAX_PARTS: usize = 256;
 /// Largest message, in accounted bytes (see [`Message::size_bytes`]).
 pub const MAX_MESSAGE_BYTES: usize = 4 << 20;
 /// Longest extension namespace, in bytes.

@@ -349,8 +349,8 @@ async fn run_turn(
     turn: u32,
 ) -> Result<bool, Failure> {
     if !state.pending.is_empty() {
+        // Finish the interrupted round first; the model then sees every result this turn.
         settle(shared, state, turn).await?;
-        return Ok(false);
     }
     let request = ModelRequest::from_checked_parts(
         format_arc(format_args!("{}/model/{turn}", shared.id)),
@@ -410,7 +410,7 @@ async fn run_turn(
     let Response { text, calls, .. } = response;
     if calls.is_empty() {
         if !text.is_empty() {
-            let answer = Message::new(Role::Assistant, vec![Part::Text(text.clone())])
+            let answer = Message::new(Role::Assistant, text_parts(&text))
                 .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
             state.push(answer)?;
         }
@@ -418,10 +418,8 @@ async fn run_turn(
         return Ok(true);
     }
     check_call_ids(&state.history, &calls)?;
-    let mut parts = Vec::with_capacity(calls.len() + 1);
-    if !text.is_empty() {
-        parts.push(Part::Text(text));
-    }
+    let mut parts = text_parts(&text);
+    parts.reserve(calls.len());
     parts.extend(calls.iter().cloned().map(Part::ToolCall));
     let request_message = Message::new(Role::Assistant, parts)
         .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
@@ -439,6 +437,22 @@ async fn run_turn(
     }
     state.round.clear();
     Ok(false)
+}
+
+/// `text` as parts of at most [`MAX_TEXT_BYTES`](crate::message::MAX_TEXT_BYTES) each (a
+/// model may stream more text than one part holds); none when it is empty.
+fn text_parts(text: &str) -> Vec<Part> {
+    let mut parts = Vec::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        let mut end = rest.len().min(crate::message::MAX_TEXT_BYTES);
+        while !rest.is_char_boundary(end) {
+            end -= 1;
+        }
+        parts.push(Part::Text(rest[..end].to_owned()));
+        rest = &rest[end..];
+    }
+    parts
 }
 
 /// Rejects a call id used twice in this response or anywhere in history, before anything
@@ -514,7 +528,7 @@ async fn model_operation(
             }
             Ok(Ok(Some(event))) => event,
         };
-        observed = true;
+        // Only a valid item counts as observed.
         match event {
             StreamEvent::TextDelta(delta) => {
                 if delta.is_empty() || delta.len() > MAX_TEXT_DELTA_BYTES {
@@ -529,6 +543,7 @@ async fn model_operation(
                         observed,
                     ));
                 }
+                observed = true;
                 text.push_str(&delta);
                 match shared.emit(Event::ModelDelta { text: delta }, false).await {
                     Ok(()) => {}
@@ -550,9 +565,15 @@ async fn model_operation(
                         observed,
                     ));
                 }
+                observed = true;
                 calls.push(call);
             }
             StreamEvent::Completed { usage } => {
+                // Closing the stream is part of the operation: a destructor that panics
+                // fails it, even after a valid `completed`.
+                if contained(move || drop(stream.0.take())).is_err() {
+                    return Err(ModelFailure::panicked(true));
+                }
                 return Ok(Response { text, calls, usage });
             }
             StreamEvent::Failed(problem) => {
@@ -575,6 +596,16 @@ async fn run_call(
         .requester
         .get_or_insert_with(|| Arc::new(RunRequester(shared.clone())))
         .clone();
+    // Built before `tool.started`, so nothing can fail between a committed start and the
+    // dispatch.
+    let scope = DispatchScope::new(
+        shared.id.clone(),
+        turn,
+        shared.lease.id().clone(),
+        shared.lease.fingerprint_arc().clone(),
+    )
+    .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?
+    .with_requester(requester);
     let entry = &state.round[index];
     let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
     let facts = entry.facts.clone();
@@ -619,14 +650,6 @@ async fn run_call(
             UndeclaredTool(name),
         ));
     }
-    let scope = DispatchScope::new(
-        shared.id.clone(),
-        turn,
-        shared.lease.id().clone(),
-        shared.lease.fingerprint_arc().clone(),
-    )
-    .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?
-    .with_requester(requester);
     let outcome = {
         let call = &state.round[index].call;
         let dispatcher = shared.lease.dispatcher_ref();
@@ -782,7 +805,10 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
         Err(failure) if failure.code == FailureCode::Cancelled => Event::RunCancelled,
         Err(failure) => Event::RunFailed { code: failure.code },
     };
+    // The log is authoritative: a terminal it committed stands even if an observer then
+    // refused it; only a terminal that never reached the log changes the outcome.
     if let Err(error) = shared.emit(terminal, true).await
+        && !error.committed()
         && outcome.is_ok()
     {
         outcome = Err(failure_for(error));
@@ -822,6 +848,8 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
         })
         .map_err(RunError::from);
     shared.log.close();
-    shared.finish(output, data);
+    // Forget the run before publishing its outcome, so a caller that saw the outcome never
+    // finds the id still taken.
     shared.engine.unregister(&shared.id);
+    shared.finish(output, data);
 }

@@ -141,6 +141,9 @@ pub(crate) struct SnapshotData {
 
 struct RunState {
     status: RunStatus,
+    /// Some `suspend()` call has reported the current parking as done; from then on only
+    /// `resume()` or cancellation may end it.
+    suspension_acknowledged: bool,
     finishing: bool,
     suspend: SuspendSlot,
     /// Set while suspended or after the end.
@@ -196,6 +199,7 @@ pub(crate) struct RunShared {
 
 impl RunShared {
     pub(crate) fn launch(
+        runtime: &tokio::runtime::Handle,
         engine: Arc<EngineInner>,
         id: Arc<str>,
         lease: ToolPlanLease,
@@ -224,6 +228,7 @@ impl RunShared {
             emit_lock: tokio::sync::Mutex::new(()),
             state: Mutex::new(RunState {
                 status: RunStatus::Running,
+                suspension_acknowledged: false,
                 finishing: false,
                 suspend: SuspendSlot::Idle,
                 data: None,
@@ -233,7 +238,7 @@ impl RunShared {
             }),
             changed: Notify::new(),
         });
-        tokio::spawn(driver::drive(shared.clone(), loop_state));
+        runtime.spawn(driver::drive(shared.clone(), loop_state));
         Run { shared }
     }
 
@@ -325,6 +330,7 @@ impl RunShared {
         }
         state.suspend = SuspendSlot::Idle;
         state.status = RunStatus::Suspended;
+        state.suspension_acknowledged = false;
         state.data = Some(data);
         drop(state);
         self.notify();
@@ -402,6 +408,10 @@ impl RunShared {
             if state.finishing || state.outcome.is_some() {
                 return Err(InteractionError::Closed);
             }
+            // A parked run must not grow its log: its snapshot may already be exported.
+            if state.status == RunStatus::Suspended {
+                return Err(InteractionError::Unavailable);
+            }
             if state.interaction_ids.contains(request.id()) {
                 return Err(InteractionError::DuplicateId {
                     id: request.id().to_owned(),
@@ -417,10 +427,20 @@ impl RunShared {
             kind: request.kind().to_owned(),
         };
         if let Err(error) = self.emit(started, false).await {
+            let cancelled = matches!(error, EmitError::Cancelled) || cancel.is_cancelled();
             if error.committed() {
-                let _ = self.emit(Event::InteractionFailed { id }, true).await;
+                let terminal = if self.cancel.is_cancelled() || cancel.is_cancelled() {
+                    Event::InteractionCancelled { id }
+                } else {
+                    Event::InteractionFailed { id }
+                };
+                let _ = self.emit(terminal, true).await;
             }
-            return Err(InteractionError::Cancelled);
+            return Err(if cancelled {
+                InteractionError::Cancelled
+            } else {
+                InteractionError::Unavailable
+            });
         }
         let outcome = match Scope::new(self.id.clone()) {
             Ok(scope) => {
@@ -573,6 +593,7 @@ impl Run {
                 return Err(SuspendError::Finished);
             }
             if state.status == RunStatus::Suspended {
+                state.suspension_acknowledged = true;
                 return Ok(());
             }
             if state.suspend == SuspendSlot::Requested {
@@ -591,6 +612,7 @@ impl Run {
             {
                 let mut state = self.shared.state();
                 if state.status == RunStatus::Suspended {
+                    state.suspension_acknowledged = true;
                     withdraw.armed = false;
                     return Ok(());
                 }
@@ -674,7 +696,11 @@ impl Drop for Withdraw<'_> {
         }
         let mut state = self.shared.state();
         match state.status {
-            RunStatus::Suspended => state.status = RunStatus::Running,
+            // Parked for this request, and nobody was told: undo it.
+            RunStatus::Suspended if !state.suspension_acknowledged => {
+                state.status = RunStatus::Running;
+            }
+            RunStatus::Suspended => {}
             _ => {
                 if state.suspend == SuspendSlot::Requested {
                     state.suspend = SuspendSlot::Idle;

@@ -253,6 +253,13 @@ impl Snapshot {
         if self.history[0].role() != Role::User {
             return Err(Invalid("history must start with the user's message"));
         }
+        if self.interaction_ids.len() > MAX_MESSAGES
+            || self.interaction_ids.iter().any(|id| {
+                id.is_empty() || id.trim() != id || id.len() > crate::interaction::MAX_TOKEN_BYTES
+            })
+        {
+            return Err(Invalid("interaction ids must be at most 4096 valid ids"));
+        }
         let open = open_calls(&self.history)?;
         let listed: Vec<(&str, &str)> = self
             .unfinished_calls
