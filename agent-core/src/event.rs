@@ -111,8 +111,10 @@ pub enum FailureCode {
     ToolFailed,
     /// The model still asked for tools in the last allowed turn.
     MaxTurnsExceeded,
-    /// Code outside the engine panicked (provider, stream, tool, guard, observer, broker);
-    /// the panic was contained and its text discarded.
+    /// Code outside the engine panicked (provider, stream, observer) or the loop itself did;
+    /// the panic was contained and its text discarded. Panics inside a dispatch (tools,
+    /// guards, decorators) are contained by the dispatcher and fail the call as
+    /// [`ToolFailed`](Self::ToolFailed); a panicking broker makes the interaction fail.
     Panicked,
     /// Releasing the tool plan lease failed.
     PlanReleaseFailed,

@@ -282,7 +282,12 @@ async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), 
             }
             return Err(failure);
         }
-        match run_turn(shared, state, turn).await {
+        let result = match run_turn(shared, state, turn).await {
+            // An event written outside the loop's own path (a host's interaction) failed.
+            Ok(_) if let Some(failure) = shared.take_emission_failure() => Err(failure),
+            other => other,
+        };
+        match result {
             Ok(last) => {
                 state.completed_turns = turn;
                 shared
@@ -360,7 +365,7 @@ async fn run_turn(
     );
     if let Err(error) = shared.emit(Event::ModelStarted { turn }, false).await {
         let committed = error.committed();
-        let failure = failure_for(error);
+        let failure = classify(shared, failure_for(error));
         if committed {
             let failed = Event::ModelFailed {
                 problem: failure.code.as_str().to_owned(),
@@ -619,7 +624,7 @@ async fn run_call(
     });
     if let Err(error) = shared.emit(started, false).await {
         let committed = error.committed();
-        let failure = failure_for(error);
+        let failure = classify(shared, failure_for(error));
         if committed {
             state.round[index].progress = Progress::Started;
             let failed = Event::ToolFailed {
@@ -664,6 +669,20 @@ async fn run_call(
             Err(_) => Err(()),
         }
     };
+    // Events written inside the dispatch (progress, a guard's interactions) may have failed
+    // without the tool or guard being able to tell; such a failure fails the call and the run.
+    if let Some(failure) = shared.take_emission_failure() {
+        let failure = classify(shared, failure);
+        let failed = Event::ToolFailed {
+            call_id,
+            name,
+            code: failure.code,
+            state: None,
+            retry: None,
+        };
+        let _ = shared.emit(failed, true).await;
+        return Err(failure);
+    }
     match outcome {
         Ok(Ok(result)) => {
             let problem = result.is_problem();
@@ -762,7 +781,14 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
     }
     state.round = round;
     for (index, unfinished) in pending.iter().enumerate() {
-        if unfinished.may_run_on_resume() {
+        // Decide from the leased plan's facts, not from what the snapshot claims about them.
+        let facts = state.round[index].facts.as_ref();
+        let judged = UnfinishedCall {
+            effect: facts.map(|f| f.effect),
+            replay_safety: facts.map(|f| f.replay_safety),
+            ..unfinished.clone()
+        };
+        if judged.may_run_on_resume() {
             run_call(shared, state, turn, index).await?;
             continue;
         }

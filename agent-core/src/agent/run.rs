@@ -193,6 +193,9 @@ pub(crate) struct RunShared {
     pub(crate) agent: AgentDefinition,
     /// Serializes emission, so sequence numbers, the log and observers agree on one order.
     emit_lock: tokio::sync::Mutex<()>,
+    /// The first emission that failed where the caller could not report it (inside a
+    /// dispatch: progress, a guard's interaction); the driver fails the call with it.
+    emission_failure: Mutex<Option<Failure>>,
     state: Mutex<RunState>,
     changed: Notify,
 }
@@ -226,6 +229,7 @@ impl RunShared {
             lease,
             agent,
             emit_lock: tokio::sync::Mutex::new(()),
+            emission_failure: Mutex::new(None),
             state: Mutex::new(RunState {
                 status: RunStatus::Running,
                 suspension_acknowledged: false,
@@ -240,6 +244,27 @@ impl RunShared {
         });
         runtime.spawn(driver::drive(shared.clone(), loop_state));
         Run { shared }
+    }
+
+    /// Remembers `error` unless it is a plain cancellation (the run's token decides that).
+    fn record_emission_failure(&self, error: EmitError) {
+        if matches!(error, EmitError::Cancelled) {
+            return;
+        }
+        let mut slot = self
+            .emission_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(failure_for(error));
+        }
+    }
+
+    pub(crate) fn take_emission_failure(&self) -> Option<Failure> {
+        self.emission_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
     }
 
     fn state(&self) -> MutexGuard<'_, RunState> {
@@ -428,7 +453,9 @@ impl RunShared {
         };
         if let Err(error) = self.emit(started, false).await {
             let cancelled = matches!(error, EmitError::Cancelled) || cancel.is_cancelled();
-            if error.committed() {
+            let committed = error.committed();
+            self.record_emission_failure(error);
+            if committed {
                 let terminal = if self.cancel.is_cancelled() || cancel.is_cancelled() {
                     Event::InteractionCancelled { id }
                 } else {
@@ -473,7 +500,9 @@ impl RunShared {
             Err(_) => Event::InteractionFailed { id },
         };
         // The terminal pairs with the committed start; a failure here is the run's to see.
-        let _ = self.emit(terminal, true).await;
+        if let Err(error) = self.emit(terminal, true).await {
+            self.record_emission_failure(error);
+        }
         outcome
     }
 }
@@ -496,9 +525,10 @@ impl Reporter for RunShared {
                 call_id: progress.call_id().to_owned(),
                 message: progress.message().to_owned(),
             };
-            self.emit(event, false)
-                .await
-                .map_err(|_| ReportError::new("progress could not be recorded"))
+            self.emit(event, false).await.map_err(|error| {
+                self.record_emission_failure(error);
+                ReportError::new("progress could not be recorded")
+            })
         })
     }
 }

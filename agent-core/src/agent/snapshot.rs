@@ -260,6 +260,23 @@ impl Snapshot {
         {
             return Err(Invalid("interaction ids must be at most 4096 valid ids"));
         }
+        for call in &self.unfinished_calls {
+            let possible = match (call.effect, call.replay_safety) {
+                (None, None) => true,
+                // Definitions require read-only tools to be replay safe.
+                (Some(Effect::ReadOnly), Some(safety)) => safety == ReplaySafety::Safe,
+                (Some(Effect::Mutating), Some(_)) => true,
+                _ => false,
+            };
+            let state_fits = match call.state {
+                CallState::Interrupted => call.effect != Some(Effect::Mutating),
+                CallState::Failed => call.retry.is_some(),
+                CallState::NotStarted | CallState::Uncertain => true,
+            };
+            if !possible || !state_fits {
+                return Err(Invalid("an unfinished call records facts no tool can have"));
+            }
+        }
         let open = open_calls(&self.history)?;
         let listed: Vec<(&str, &str)> = self
             .unfinished_calls
