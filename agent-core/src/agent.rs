@@ -622,6 +622,9 @@ impl Engine {
     }
 
     async fn wait_drained(&self) {
+        if self.inner.registry().live.is_empty() {
+            return;
+        }
         loop {
             let notified = self.inner.drained.notified();
             tokio::pin!(notified);

@@ -153,41 +153,54 @@ struct LeaseCore {
 
 impl LeaseCore {
     fn new(id: PlanId, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
-        Self::build(dispatcher, |_| id)
+        Self::build(dispatcher, Some(id))
     }
 
-    /// Hashes the definitions once; `id` may derive the plan id from that hash.
-    fn build(inner: Arc<dyn ToolDispatcher>, id: impl FnOnce(&str) -> PlanId) -> Self {
-        // Plans without tools are common (text-only agents, tests); they share one empty
-        // definition list and one digest per process.
-        static EMPTY: OnceLock<(Arc<[Definition]>, HexDigest)> = OnceLock::new();
-        let (definitions, facts, hash) = if inner.definitions().is_empty() {
-            let (definitions, hash) = EMPTY.get_or_init(|| {
-                (
-                    Arc::from([]),
-                    crate::hash::fields_digest(std::iter::empty()),
-                )
+    /// Hashes the definitions once. Without an `id` the plan is static and its id derives
+    /// from the hash. Plans without tools are common (text-only agents, tests): they share
+    /// one empty definition list, digest, static id and fingerprint per process.
+    fn build(inner: Arc<dyn ToolDispatcher>, id: Option<PlanId>) -> Self {
+        static EMPTY: OnceLock<(Arc<[Definition]>, PlanId, Arc<str>)> = OnceLock::new();
+        if inner.definitions().is_empty() {
+            let (definitions, static_id, fingerprint) = EMPTY.get_or_init(|| {
+                let hash = crate::hash::fields_digest(std::iter::empty());
+                (Arc::from([]), static_plan_id(&hash), fingerprint_of(&hash))
             });
-            (definitions.clone(), Box::default(), *hash)
-        } else {
-            let definitions: Arc<[Definition]> = inner.definitions().into();
-            let facts: Box<[Arc<ToolFacts>]> =
-                definitions.iter().map(|d| Arc::new(d.facts())).collect();
-            let fields = definitions
-                .iter()
-                .zip(&facts)
-                .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
-            let hash = crate::hash::fields_digest(fields);
-            (definitions, facts, hash)
-        };
+            return LeaseCore {
+                id: id.unwrap_or_else(|| static_id.clone()),
+                fingerprint: fingerprint.clone(),
+                definitions: definitions.clone(),
+                facts: Box::default(),
+                inner,
+            };
+        }
+        let definitions: Arc<[Definition]> = inner.definitions().into();
+        let facts: Box<[Arc<ToolFacts>]> =
+            definitions.iter().map(|d| Arc::new(d.facts())).collect();
+        let fields = definitions
+            .iter()
+            .zip(&facts)
+            .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
+        let hash = crate::hash::fields_digest(fields);
         LeaseCore {
-            id: id(hash.as_str()),
-            fingerprint: crate::agent::format_arc(format_args!("sha256:{}", hash.as_str())),
+            id: id.unwrap_or_else(|| static_plan_id(&hash)),
+            fingerprint: fingerprint_of(&hash),
             definitions,
             facts,
             inner,
         }
     }
+}
+
+fn static_plan_id(hash: &HexDigest) -> PlanId {
+    PlanId(crate::agent::format_arc(format_args!(
+        "static:{}",
+        hash.as_str()
+    )))
+}
+
+fn fingerprint_of(hash: &HexDigest) -> Arc<str> {
+    crate::agent::format_arc(format_args!("sha256:{}", hash.as_str()))
 }
 
 impl ToolDispatcher for LeaseCore {
@@ -371,9 +384,7 @@ impl StaticToolPlanSource {
     /// Adapts `dispatcher`. A dispatcher that is not a composed pipeline is used as one
     /// without guards or decorators: the plan itself freezes its definitions.
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
-        let core = LeaseCore::build(dispatcher, |hash| {
-            PlanId(crate::agent::format_arc(format_args!("static:{hash}")))
-        });
+        let core = LeaseCore::build(dispatcher, None);
         Ok(StaticToolPlanSource {
             core: Arc::new(core),
         })
