@@ -181,7 +181,7 @@ pub fn generate(
         overrides,
     } = &names;
     let vis = &header.vis;
-    let plan = Stages::new(&resolution.order, beans.len());
+    let plan = Stages::new(&resolution.order, beans, resolution);
     let stage_items = plan.items(app, overrides, beans, resolution, current_crate);
     let stage_calls = plan.calls();
     let fields: Vec<Ident> = beans.iter().map(field_of).collect();
@@ -255,18 +255,159 @@ struct Stages {
     stages: Vec<Vec<usize>>,
     /// The stage of each bean.
     stage_of: Vec<usize>,
+    /// Collections injected somewhere, each built once.
+    collections: Vec<Collection>,
+    /// For each bean and parameter, the shared collection it receives (a clone of).
+    collection_of: std::collections::HashMap<(usize, usize), usize>,
+    /// The (bean, parameter) pairs that receive their shared collection by move.
+    moves: std::collections::HashSet<(usize, usize)>,
+}
+
+/// A `Vec` or `BTreeMap` injection, built once right before its first consumer and cloned
+/// into every consumer with the same members (as hand-written code would do).
+struct Collection {
+    map: bool,
+    members: Vec<usize>,
+    /// The element type: the first consumer's parameter alias.
+    element: TokenStream,
+    /// The first consumer, before whose construction the collection is built.
+    first: usize,
+    /// Whether a stage after the first consumer's uses it (so its stage struct keeps it).
+    used_later: bool,
+    /// Whether more than one parameter receives it (otherwise it is built inline).
+    shared: bool,
 }
 
 impl Stages {
-    fn new(order: &[usize], beans: usize) -> Self {
+    fn new(order: &[usize], beans: &[Descriptor], resolution: &Resolution) -> Self {
         let stages: Vec<Vec<usize>> = order.chunks(STAGE).map(<[usize]>::to_vec).collect();
-        let mut stage_of = vec![0; beans];
+        let mut stage_of = vec![0; beans.len()];
         for (k, stage) in stages.iter().enumerate() {
             for &i in stage {
                 stage_of[i] = k;
             }
         }
-        Stages { stages, stage_of }
+        let mut collections: Vec<Collection> = Vec::new();
+        let mut collection_of = std::collections::HashMap::new();
+        let mut by_content = std::collections::HashMap::new();
+        for &i in order {
+            for (p, binding) in resolution.bindings[i].iter().enumerate() {
+                let (map, members) = match binding {
+                    Binding::List(m) if !m.is_empty() => (false, m),
+                    Binding::Map(m) if !m.is_empty() => (true, m),
+                    _ => continue,
+                };
+                let param = &beans[i].params[p];
+                let content = (map, members.clone(), param.key.clone());
+                let c = *by_content.entry(content).or_insert_with(|| {
+                    let path = &beans[i].path;
+                    let alias = format_ident!("__Param{}", p);
+                    collections.push(Collection {
+                        map,
+                        members: members.clone(),
+                        element: quote!(#path::#alias),
+                        first: i,
+                        used_later: false,
+                        shared: false,
+                    });
+                    collections.len() - 1
+                });
+                if stage_of[i] != stage_of[collections[c].first] {
+                    collections[c].used_later = true;
+                }
+                collection_of.insert((i, p), c);
+            }
+        }
+        // A collection with one consumer is built inline as its argument, as before.
+        let mut consumers = vec![0usize; collections.len()];
+        for &c in collection_of.values() {
+            consumers[c] += 1;
+        }
+        collection_of.retain(|_, c| consumers[*c] > 1);
+        for (c, collection) in collections.iter_mut().enumerate() {
+            collection.shared = consumers[c] > 1;
+        }
+        // The last consumer in the defining stage takes the collection itself when no later
+        // stage needs it.
+        let mut last = std::collections::HashMap::new();
+        for &i in order {
+            for p in 0..resolution.bindings[i].len() {
+                if let Some(&c) = collection_of.get(&(i, p)) {
+                    last.insert(c, (i, p));
+                }
+            }
+        }
+        let moves = last
+            .into_iter()
+            .filter(|(c, (i, _))| {
+                !collections[*c].used_later && stage_of[*i] == stage_of[collections[*c].first]
+            })
+            .map(|(_, at)| at)
+            .collect();
+        Stages {
+            stages,
+            stage_of,
+            collections,
+            collection_of,
+            moves,
+        }
+    }
+
+    fn collection_local(c: usize) -> Ident {
+        format_ident!("__collection_{}", c)
+    }
+
+    fn collection_type(&self, c: usize) -> TokenStream {
+        let element = &self.collections[c].element;
+        if self.collections[c].map {
+            quote!(::std::collections::BTreeMap<::std::string::String, #element>)
+        } else {
+            quote!(::std::vec::Vec<#element>)
+        }
+    }
+
+    /// Where collection `c` lives while stage `building` runs.
+    fn collection_place(&self, c: usize, building: usize) -> TokenStream {
+        let l = Self::collection_local(c);
+        let k = self.stage_of[self.collections[c].first];
+        if k == building {
+            quote!(#l)
+        } else {
+            let stage = Self::param(k);
+            quote!(#stage.#l)
+        }
+    }
+
+    /// `let __collection_c: T = ...;` for the collections first consumed by bean `i`.
+    fn collections_before(&self, i: usize, building: usize, beans: &[Descriptor]) -> TokenStream {
+        let mut out = TokenStream::new();
+        for (c, collection) in self.collections.iter().enumerate() {
+            if collection.first != i || !collection.shared {
+                continue;
+            }
+            let l = Self::collection_local(c);
+            let ty = self.collection_type(c);
+            let clone = |j: usize| {
+                let place = self.place(j, Some(building), beans);
+                quote!(::core::clone::Clone::clone(&#place))
+            };
+            let value = if collection.map {
+                // Sorted by key, so building the map needs no reordering.
+                let mut members = collection.members.clone();
+                members.sort_by_key(|&j| beans[j].name.value());
+                let entries = members.iter().map(|&j| {
+                    let key = lit(&beans[j].name.value());
+                    let v = clone(j);
+                    quote!((::std::string::String::from(#key), #v))
+                });
+                quote!(::core::iter::FromIterator::from_iter([#(#entries),*]))
+            } else {
+                let values = collection.members.iter().map(|&j| clone(j));
+                quote!(::std::vec::Vec::from([#(#values),*]))
+            };
+            out.extend(quote!(let #l: #ty = #value;));
+        }
+        out
     }
 
     fn struct_name(app: &Ident, k: usize) -> Ident {
@@ -326,10 +467,13 @@ impl Stages {
                 let ty = Self::struct_name(app, j);
                 quote!(#param: &#ty)
             });
-            let steps = stage
-                .iter()
-                .map(|&i| construct(i, k, self, beans, &resolution.bindings[i], current_crate));
-            let locals: Vec<Ident> = stage.iter().map(|&i| local(&beans[i])).collect();
+            let steps = stage.iter().map(|&i| {
+                let collections = self.collections_before(i, k, beans);
+                let step = construct(i, k, self, beans, &resolution.bindings[i], current_crate);
+                quote!(#collections #step)
+            });
+            let mut locals: Vec<Ident> = stage.iter().map(|&i| local(&beans[i])).collect();
+            locals.extend(self.kept_collections(k).map(Self::collection_local));
             out.extend(quote! {
                 #[doc(hidden)]
                 #[allow(clippy::too_many_arguments, clippy::needless_pass_by_ref_mut)]
@@ -346,6 +490,15 @@ impl Stages {
         out
     }
 
+    /// The collections built in stage `k` that later stages use.
+    fn kept_collections(&self, k: usize) -> impl Iterator<Item = usize> + '_ {
+        self.collections
+            .iter()
+            .enumerate()
+            .filter(move |(_, c)| c.shared && c.used_later && self.stage_of[c.first] == k)
+            .map(|(c, _)| c)
+    }
+
     /// One struct per stage holding its beans, at module level.
     fn structs(&self, app: &Ident, beans: &[Descriptor]) -> TokenStream {
         self.stages
@@ -353,8 +506,13 @@ impl Stages {
             .enumerate()
             .map(|(k, stage)| {
                 let name = Self::struct_name(app, k);
-                let locals = stage.iter().map(|&i| local(&beans[i]));
-                let types = stage.iter().map(|&i| output_of(&beans[i]));
+                let mut locals: Vec<Ident> = stage.iter().map(|&i| local(&beans[i])).collect();
+                let mut types: Vec<TokenStream> =
+                    stage.iter().map(|&i| output_of(&beans[i])).collect();
+                for c in self.kept_collections(k) {
+                    locals.push(Self::collection_local(c));
+                    types.push(self.collection_type(c));
+                }
                 quote! {
                     #[doc(hidden)]
                     #[allow(non_camel_case_types)]
@@ -384,7 +542,18 @@ fn construct(
         .params
         .iter()
         .zip(bindings)
-        .map(|(p, b)| argument(p, b, beans, &place, bean.krate == current_crate));
+        .enumerate()
+        .map(|(index, (p, b))| {
+            let shared = stages.collection_of.get(&(i, index)).map(|&c| {
+                let place = stages.collection_place(c, building);
+                if stages.moves.contains(&(i, index)) {
+                    Shared::Move(place)
+                } else {
+                    Shared::Clone(place)
+                }
+            });
+            argument(p, b, beans, &place, shared, bean.krate == current_crate)
+        });
     let call = quote!(#path(#(#args),*));
     let call = if bean.is_async {
         quote!(#call.await)
@@ -414,6 +583,12 @@ fn construct(
     }
 }
 
+/// How a consumer receives a shared collection.
+enum Shared {
+    Clone(TokenStream),
+    Move(TokenStream),
+}
+
 /// The value passed for one parameter. Within one crate it is spanned at the parameter's
 /// type, so if the selected bean's type is not the parameter's, rustc reports it there.
 fn argument(
@@ -421,6 +596,7 @@ fn argument(
     binding: &Binding,
     beans: &[Descriptor],
     place: &dyn Fn(usize) -> TokenStream,
+    shared: Option<Shared>,
     local_tokens: bool,
 ) -> TokenStream {
     let span = if local_tokens {
@@ -437,6 +613,13 @@ fn argument(
         let l = place(j);
         quote_spanned!(span=> ::core::clone::Clone::clone(&#l))
     };
+    match shared {
+        Some(Shared::Clone(collection)) => {
+            return quote_spanned!(span=> ::core::clone::Clone::clone(&#collection));
+        }
+        Some(Shared::Move(collection)) => return collection,
+        None => {}
+    }
     match binding {
         Binding::Single(j) => clone(*j),
         Binding::Optional(Some(j)) => {
