@@ -100,12 +100,14 @@ impl Builder {
     where
         F: Future<Output = Result<Managed<T>, BoxError>>,
     {
+        // The cold paths are boxed so that the future of every bean, which each stage of
+        // the generated code holds in turn, carries only the factory's own state.
         if replacement.is_set() {
-            return self.replace(bean, replacement).await;
+            return Box::pin(self.replace(bean, replacement)).await;
         }
         match factory.await {
             Ok(managed) => Ok(self.register(bean, managed)),
-            Err(error) => Err(self.fail(bean, error).await),
+            Err(error) => Err(Box::pin(self.fail(bean, error)).await),
         }
     }
 
@@ -150,9 +152,11 @@ impl Builder {
     /// Hands the registered cleanups to the application.
     pub fn finish(self) -> Lifecycle {
         Lifecycle {
-            pending: Mutex::new(self.cleanups),
-            interrupted: Mutex::new(None),
-            failures: Mutex::new(Vec::new()),
+            left: Mutex::new(Left {
+                pending: self.cleanups,
+                running: None,
+                failures: Vec::new(),
+            }),
             outcome: tokio::sync::OnceCell::new(),
         }
     }
@@ -160,26 +164,31 @@ impl Builder {
 
 type RunningCleanup = (&'static str, BoxFuture<'static, Result<(), BoxError>>);
 
+/// What a `stop` has not finished: the cleanups not started, the one it was running when
+/// its caller was cancelled, and the failures so far.
+#[derive(Default)]
+struct Left {
+    pending: Vec<(&'static str, Cleanup)>,
+    running: Option<RunningCleanup>,
+    failures: Vec<CleanupFailure>,
+}
+
 /// The cleanups of a built application; `stop` runs them once.
 pub struct Lifecycle {
-    pending: Mutex<Vec<(&'static str, Cleanup)>>,
-    /// A cleanup whose `stop` caller was cancelled mid-way; the next caller finishes it.
-    interrupted: Mutex<Option<RunningCleanup>>,
-    failures: Mutex<Vec<CleanupFailure>>,
+    left: Mutex<Left>,
     outcome: tokio::sync::OnceCell<Result<(), StopError>>,
 }
 
-/// Puts a started cleanup back when the `stop` future running it is dropped.
-struct Running<'a> {
-    slot: &'a Mutex<Option<RunningCleanup>>,
-    cleanup: Option<RunningCleanup>,
+/// The work a `stop` call took over; if that call is dropped mid-way, whatever is left goes
+/// back for the next caller, so no cleanup runs twice and no failure is lost.
+struct Stopping<'a> {
+    slot: &'a Mutex<Left>,
+    left: Left,
 }
 
-impl Drop for Running<'_> {
+impl Drop for Stopping<'_> {
     fn drop(&mut self) {
-        if let Some(cleanup) = self.cleanup.take() {
-            *lock(self.slot) = Some(cleanup);
-        }
+        *lock(self.slot) = std::mem::take(&mut self.left);
     }
 }
 
@@ -196,28 +205,27 @@ impl Lifecycle {
     pub async fn stop(&self) -> Result<(), StopError> {
         self.outcome
             .get_or_init(|| async {
+                // One lock to take the work over; none per cleanup.
+                let mut stopping = Stopping {
+                    slot: &self.left,
+                    left: std::mem::take(&mut *lock(&self.left)),
+                };
                 loop {
-                    let interrupted = lock(&self.interrupted).take();
-                    let next = interrupted.or_else(|| {
-                        lock(&self.pending)
-                            .pop()
-                            .map(|(bean, cleanup)| (bean, cleanup()))
-                    });
-                    let Some(next) = next else { break };
-                    let mut running = Running {
-                        slot: &self.interrupted,
-                        cleanup: Some(next),
+                    let left = &mut stopping.left;
+                    if left.running.is_none() {
+                        left.running = left.pending.pop().map(|(bean, cleanup)| (bean, cleanup()));
+                    }
+                    let Some((bean, future)) = left.running.as_mut() else {
+                        break;
                     };
-                    let result = match running.cleanup.as_mut() {
-                        Some((_, future)) => future.as_mut().await,
-                        None => Ok(()),
-                    };
-                    let bean = running.cleanup.take().map_or("", |(bean, _)| bean);
+                    let (bean, result) = (*bean, future.as_mut().await);
+                    let left = &mut stopping.left;
+                    left.running = None;
                     if let Err(e) = result {
-                        lock(&self.failures).push(CleanupFailure::new(bean, e));
+                        left.failures.push(CleanupFailure::new(bean, e));
                     }
                 }
-                let failures = std::mem::take(&mut *lock(&self.failures));
+                let failures = std::mem::take(&mut stopping.left.failures);
                 if failures.is_empty() {
                     Ok(())
                 } else {
@@ -232,9 +240,10 @@ impl Lifecycle {
 impl std::fmt::Debug for Lifecycle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let pending = self
-            .pending
+            .left
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .pending
             .len();
         f.debug_struct("Lifecycle")
             .field("pending_cleanups", &pending)
