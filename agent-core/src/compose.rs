@@ -15,7 +15,8 @@ use crate::tool::BoxFuture;
 /// The error type factories and cleanups may return: any boxed `Error + Send + Sync`.
 pub type BoxError = Box<dyn StdError + Send + Sync>;
 
-pub(crate) type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
+/// A registered cleanup: called once, it returns the future that releases the resource.
+pub type Cleanup = Box<dyn FnOnce() -> BoxFuture<'static, Result<(), BoxError>> + Send>;
 
 /// A bean value paired with an optional asynchronous cleanup.
 ///
@@ -66,7 +67,24 @@ impl<T> Managed<T> {
         self.cleanup.is_some()
     }
 
-    pub(crate) fn into_parts(self) -> (T, Option<Cleanup>) {
+    /// The value and its cleanup, for code that runs cleanups itself (a hand-written
+    /// graph, a test harness).
+    ///
+    /// ```
+    /// use agent_core::compose::Managed;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), agent_core::compose::BoxError> {
+    /// let managed = Managed::new(7).with_cleanup(|| async { Ok(()) });
+    /// let (value, cleanup) = managed.into_parts();
+    /// assert_eq!(value, 7);
+    /// if let Some(cleanup) = cleanup {
+    ///     cleanup().await?;
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn into_parts(self) -> (T, Option<Cleanup>) {
         (self.value, self.cleanup)
     }
 }
