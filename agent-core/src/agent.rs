@@ -372,9 +372,11 @@ impl EngineInner {
     pub(crate) fn unregister(&self, id: &str) {
         let mut registry = self.registry();
         registry.live.remove(id);
-        let empty = registry.live.is_empty();
+        // Only `close` and `shutdown` wait for the registry to drain, and they mark it
+        // closed first.
+        let wake = registry.closed && registry.live.is_empty();
         drop(registry);
-        if empty {
+        if wake {
             self.drained.notify_waiters();
         }
     }

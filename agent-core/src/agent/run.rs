@@ -392,12 +392,15 @@ impl RunShared {
         state.finishing = true;
         if state.suspend == SuspendSlot::Requested {
             state.suspend = SuspendSlot::Refused(SuspendError::Finished);
+            drop(state);
+            self.notify();
         }
-        drop(state);
-        self.notify();
     }
 
     pub(crate) async fn wait_for_interactions(&self) {
+        if self.state().active_interactions == 0 {
+            return;
+        }
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);

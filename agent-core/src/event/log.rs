@@ -346,7 +346,8 @@ impl EventLog {
             inner: Mutex::new(Inner {
                 closed: false,
                 last: last_sequence,
-                entries: VecDeque::new(),
+                // A short run writes six to a dozen events: one allocation, no regrowth.
+                entries: VecDeque::with_capacity(limits.max_events.min(8)),
                 bytes: 0,
                 stats: LogStats::default(),
                 subscribers: Vec::new(),
