@@ -571,15 +571,29 @@ fn construct(
     );
     // One `.await` per bean: the generated state machine of a stage grows with the number of
     // await points times the values live across them, so inlining the cold paths (override,
-    // rollback) as separate awaits would cost compile time for no run-time gain.
-    quote! {
-        let #local: #output = __builder
-            .bean(
+    // rollback) as separate awaits would cost compile time for no run-time gain. A
+    // synchronous factory is called directly; only its cold paths are awaited.
+    if bean.is_async {
+        quote! {
+            let #local: #output = __builder
+                .bean(
+                    #name,
+                    ::core::mem::take(&mut overrides.#field),
+                    async { ::agent_core::__private::#adapter(#call) },
+                )
+                .await?;
+        }
+    } else {
+        quote! {
+            let #local: #output = match __builder.bean_now(
                 #name,
                 ::core::mem::take(&mut overrides.#field),
-                async { ::agent_core::__private::#adapter(#call) },
-            )
-            .await?;
+                || ::agent_core::__private::#adapter(#call),
+            ) {
+                ::core::result::Result::Ok(value) => value,
+                ::core::result::Result::Err(cold) => cold.await?,
+            };
+        }
     }
 }
 

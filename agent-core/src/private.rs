@@ -111,6 +111,28 @@ impl Builder {
         }
     }
 
+    /// Builds one bean from a synchronous factory without awaiting: `Ok` with the value on
+    /// the hot path; `Err` with the future to await when an override is set or the factory
+    /// failed (rollback), so the generated code awaits only on those cold paths.
+    pub fn bean_now<T, F>(
+        &mut self,
+        bean: &'static str,
+        replacement: Override<T>,
+        factory: F,
+    ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> Result<Managed<T>, BoxError>,
+    {
+        if replacement.is_set() {
+            return Err(Box::pin(self.replace(bean, replacement)));
+        }
+        match factory() {
+            Ok(managed) => Ok(self.register(bean, managed)),
+            Err(error) => Err(Box::pin(async move { Err(self.fail(bean, error).await) })),
+        }
+    }
+
     /// Registers a built bean's cleanup and returns its value.
     fn register<T>(&mut self, bean: &'static str, managed: Managed<T>) -> T {
         let (value, cleanup) = managed.into_parts();
