@@ -584,12 +584,13 @@ fn construct(
                 .await?;
         }
     } else {
+        let now = if bean.form == Form::Plain {
+            quote!(plain_now(#name, &mut overrides.#field, || #call))
+        } else {
+            quote!(bean_now(#name, &mut overrides.#field, || ::agent_core::__private::#adapter(#call)))
+        };
         quote! {
-            let #local: #output = match __builder.bean_now(
-                #name,
-                ::core::mem::take(&mut overrides.#field),
-                || ::agent_core::__private::#adapter(#call),
-            ) {
+            let #local: #output = match __builder.#now {
                 ::core::result::Result::Ok(value) => value,
                 ::core::result::Result::Err(cold) => cold.await?,
             };

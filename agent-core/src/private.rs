@@ -113,11 +113,12 @@ impl Builder {
 
     /// Builds one bean from a synchronous factory without awaiting: `Ok` with the value on
     /// the hot path; `Err` with the future to await when an override is set or the factory
-    /// failed (rollback), so the generated code awaits only on those cold paths.
+    /// failed (rollback), so the generated code awaits only on those cold paths. The
+    /// override is only taken out when it is set.
     pub fn bean_now<T, F>(
         &mut self,
         bean: &'static str,
-        replacement: Override<T>,
+        replacement: &mut Override<T>,
         factory: F,
     ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>>
     where
@@ -125,12 +126,32 @@ impl Builder {
         F: FnOnce() -> Result<Managed<T>, BoxError>,
     {
         if replacement.is_set() {
+            let replacement = std::mem::take(replacement);
             return Err(Box::pin(self.replace(bean, replacement)));
         }
         match factory() {
             Ok(managed) => Ok(self.register(bean, managed)),
             Err(error) => Err(Box::pin(async move { Err(self.fail(bean, error).await) })),
         }
+    }
+
+    /// [`bean_now`](Self::bean_now) for a factory that returns its value directly: it can
+    /// neither fail nor register a cleanup.
+    pub fn plain_now<T, F>(
+        &mut self,
+        bean: &'static str,
+        replacement: &mut Override<T>,
+        factory: F,
+    ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T,
+    {
+        if replacement.is_set() {
+            let replacement = std::mem::take(replacement);
+            return Err(Box::pin(self.replace(bean, replacement)));
+        }
+        Ok(factory())
     }
 
     /// Registers a built bean's cleanup and returns its value.
