@@ -63,7 +63,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::{Clock, EventLog, FailureCode, LogError, LogLimits, Observer, SystemClock};
+use crate::event::{Clock, EventLog, LogError, LogLimits, Observer, SystemClock};
 use crate::interaction::{Broker, UnavailableBroker};
 use crate::message::{Message, Role};
 use crate::model::{MAX_MODEL_BYTES, ModelProvider};
@@ -801,28 +801,8 @@ impl Drop for PreparedRun {
     }
 }
 
-/// How a run ended, for the driver and the handle.
-#[derive(Debug, Clone)]
-pub(crate) struct Failure {
-    pub(crate) code: FailureCode,
-    pub(crate) detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
-}
-
-impl Failure {
-    pub(crate) fn new(code: FailureCode) -> Self {
-        Failure { code, detail: None }
-    }
-
-    pub(crate) fn with(
-        code: FailureCode,
-        detail: impl std::error::Error + Send + Sync + 'static,
-    ) -> Self {
-        Failure {
-            code,
-            detail: Some(Arc::new(detail)),
-        }
-    }
-}
+/// The driver's failures are the run errors callers receive.
+pub(crate) use run::RunError as Failure;
 
 #[cfg(test)]
 mod tests {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
-use super::{Failure, RunError, RunOutput, format_arc, release_bounded};
+use super::{Failure, RunOutput, format_arc, release_bounded};
 use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
@@ -866,13 +866,11 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
         usage,
         unfinished,
     };
-    let output = outcome
-        .map(|()| RunOutput {
-            answer,
-            turns: completed_turns,
-            usage,
-        })
-        .map_err(RunError::from);
+    let output = outcome.map(|()| RunOutput {
+        answer,
+        turns: completed_turns,
+        usage,
+    });
     shared.log.close();
     // Forget the run before publishing its outcome, so a caller that saw the outcome never
     // finds the id still taken.

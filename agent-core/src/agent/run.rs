@@ -58,11 +58,25 @@ pub struct RunOutput {
 /// contain provider or tool text; it never reaches events.
 #[derive(Debug, Clone)]
 pub struct RunError {
-    code: FailureCode,
-    detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    pub(crate) code: FailureCode,
+    pub(crate) detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
 }
 
 impl RunError {
+    pub(crate) fn new(code: FailureCode) -> Self {
+        RunError { code, detail: None }
+    }
+
+    pub(crate) fn with(
+        code: FailureCode,
+        detail: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        RunError {
+            code,
+            detail: Some(Arc::new(detail)),
+        }
+    }
+
     /// Why, as a fixed code.
     pub fn code(&self) -> FailureCode {
         self.code
@@ -92,15 +106,6 @@ impl std::error::Error for RunError {
         self.detail
             .as_deref()
             .map(|e| e as &(dyn std::error::Error + 'static))
-    }
-}
-
-impl From<Failure> for RunError {
-    fn from(failure: Failure) -> Self {
-        RunError {
-            code: failure.code,
-            detail: failure.detail,
-        }
     }
 }
 
