@@ -10,7 +10,7 @@ use crate::hash::HexDigest;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{DispatchError, DispatchRequest, ToolDispatcher};
+use super::dispatch::{DispatchError, DispatchRequest, SnapshotDispatcher, ToolDispatcher};
 use super::pipeline::PipelineError;
 use crate::tool::{BoxFuture, Definition, ToolFacts, ToolResult};
 
@@ -146,9 +146,9 @@ impl ReleaseState {
 struct LeaseCore {
     id: PlanId,
     fingerprint: Arc<str>,
-    definitions: Arc<[Definition]>,
     facts: Box<[Arc<ToolFacts>]>,
-    inner: Arc<dyn ToolDispatcher>,
+    /// The frozen definitions and the dispatcher they guard.
+    snapshot: SnapshotDispatcher,
 }
 
 impl LeaseCore {
@@ -169,9 +169,11 @@ impl LeaseCore {
             return LeaseCore {
                 id: id.unwrap_or_else(|| static_id.clone()),
                 fingerprint: fingerprint.clone(),
-                definitions: definitions.clone(),
                 facts: Box::default(),
-                inner,
+                snapshot: SnapshotDispatcher {
+                    inner,
+                    definitions: definitions.clone(),
+                },
             };
         }
         let definitions: Arc<[Definition]> = inner.definitions().into();
@@ -185,9 +187,8 @@ impl LeaseCore {
         LeaseCore {
             id: id.unwrap_or_else(|| static_plan_id(&hash)),
             fingerprint: fingerprint_of(&hash),
-            definitions,
             facts,
-            inner,
+            snapshot: SnapshotDispatcher { inner, definitions },
         }
     }
 }
@@ -205,7 +206,7 @@ fn fingerprint_of(hash: &HexDigest) -> Arc<str> {
 
 impl ToolDispatcher for LeaseCore {
     fn definitions(&self) -> &[Definition] {
-        &self.definitions
+        self.snapshot.definitions()
     }
 
     fn dispatch<'a>(
@@ -216,11 +217,7 @@ impl ToolDispatcher for LeaseCore {
             let (expected, found) = (self.id.to_string(), request.scope.plan_id().to_string());
             return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
         }
-        if self.definition(request.call.name()).is_none() {
-            let name = request.call.name().to_owned();
-            return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
-        }
-        self.inner.dispatch(request)
+        self.snapshot.dispatch(request)
     }
 
     /// A leased plan is final: it cannot be composed again.
@@ -272,11 +269,11 @@ impl ToolPlanLease {
 
     /// Copies of the definitions, sorted by name.
     pub fn definitions(&self) -> &[Definition] {
-        &self.core.definitions
+        &self.core.snapshot.definitions
     }
 
     pub(crate) fn definitions_arc(&self) -> &Arc<[Definition]> {
-        &self.core.definitions
+        &self.core.snapshot.definitions
     }
 
     /// The secret-free facts of the tool called `name`, if the plan declares it.
