@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 
-use agent_core::agent::{AgentDefinition, AtomicIdSource, Engine};
+use agent_core::agent::{AgentDefinition, Engine};
 use agent_core::event::{Clock, FixedClock, Timestamp};
 use agent_core::message::{Message, Role};
 use agent_core::model::{
@@ -104,27 +104,27 @@ fn fixed_clock() -> Arc<dyn Clock> {
     Arc::new(FixedClock::new(Timestamp::from_unix_nanos(1_000_000_000)))
 }
 
-/// Builds the dispatcher, the static plan source and the engine, as the reference does on
-/// every construction; the provider and the clock are made once by the caller.
+/// Builds the dispatcher, the static plan source and the engine (with its default atomic id
+/// source), as the reference does on every construction; the provider and the clock are made
+/// once by the caller.
 fn engine_with(
     provider: Arc<dyn ModelProvider>,
     clock: Arc<dyn Clock>,
-    tools: Vec<Arc<dyn Tool>>,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
 ) -> Engine {
-    let tools: BTreeMap<String, Arc<dyn Tool>> = tools
-        .into_iter()
-        .map(|t| (t.definition().name().to_owned(), t))
-        .collect();
     let dispatcher = Dispatcher::new(tools).expect("valid tools");
-    let plans = StaticToolPlanSource::new(Arc::new(dispatcher)).expect("plan");
-    Engine::builder(provider, Arc::new(plans))
-        .ids(Arc::new(AtomicIdSource::new()))
+    let plans = StaticToolPlanSource::from_dispatcher(dispatcher);
+    Engine::builder(provider, plans)
         .clock(clock)
         .build()
         .expect("engine")
 }
 
 fn engine(provider: Arc<dyn ModelProvider>, tools: Vec<Arc<dyn Tool>>) -> Engine {
+    let tools = tools
+        .into_iter()
+        .map(|t| (t.definition().name().to_owned(), t))
+        .collect();
     engine_with(provider, fixed_clock(), tools)
 }
 
@@ -180,7 +180,7 @@ fn bench(c: &mut Criterion) {
     let idle_provider: Arc<dyn ModelProvider> =
         Arc::new(ScriptedProvider::new(|_: &ModelRequest| vec![completed()]));
     measure(c, &runtime, "engine_construction", || async {
-        let engine = engine_with(idle_provider.clone(), clock.clone(), vec![]);
+        let engine = engine_with(idle_provider.clone(), clock.clone(), BTreeMap::new());
         engine.close().await;
     });
 

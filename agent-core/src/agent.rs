@@ -1,6 +1,6 @@
 //! The engine: a deterministic single-agent loop over an already-composed graph.
 //!
-//! An [`Engine`] holds a [`ModelProvider`], a [`ToolPlanSource`], an [`IdSource`], a
+//! An [`Engine`] holds a [`ModelProvider`], a [`ToolPlanSource`](crate::stage::ToolPlanSource), an [`IdSource`], a
 //! [`Clock`], an interaction [`Broker`] and optional [`Observer`]s. It is not a container:
 //! everything it runs was built by `compose!` (or by hand) before.
 //!
@@ -31,8 +31,8 @@
 //!     StreamEvent::TextDelta("Hello!".into()),
 //!     StreamEvent::Completed { usage: Usage::new(3, 2) },
 //! ]));
-//! let tools = StaticToolPlanSource::new(Arc::new(Dispatcher::new(BTreeMap::new())?))?;
-//! let engine = Engine::builder(provider, Arc::new(tools)).build()?;
+//! let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+//! let engine = Engine::builder(provider, tools).build()?;
 //!
 //! let agent = AgentDefinition::new("greeter", "scripted", 4)?;
 //! let run = engine.start(&agent, Message::user("hi")?).await?;
@@ -68,7 +68,7 @@ use crate::interaction::{Broker, UnavailableBroker};
 use crate::message::{Message, Role};
 use crate::model::{MAX_MODEL_BYTES, ModelProvider};
 use crate::stage::{
-    CatchUnwind, MAX_RUN_ID_BYTES, PlanError, PlanId, ReleaseError, ToolPlanLease, ToolPlanSource,
+    CatchUnwind, MAX_RUN_ID_BYTES, PlanError, PlanId, ReleaseError, ToolPlanLease, ToolPlans,
 };
 
 mod driver;
@@ -343,8 +343,8 @@ struct Registry {
 
 pub(crate) struct EngineInner {
     pub(crate) provider: Arc<dyn ModelProvider>,
-    plans: Arc<dyn ToolPlanSource>,
-    ids: Arc<dyn IdSource>,
+    plans: ToolPlans,
+    ids: Ids,
     pub(crate) clock: Arc<dyn Clock>,
     broker: Option<Arc<dyn Broker>>,
     pub(crate) observers: Vec<Arc<dyn Observer>>,
@@ -353,6 +353,21 @@ pub(crate) struct EngineInner {
     drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     setup: std::sync::OnceLock<CancellationToken>,
+}
+
+/// Where run ids come from; the default counter lives in the engine itself.
+enum Ids {
+    Counter(AtomicIdSource),
+    Custom(Arc<dyn IdSource>),
+}
+
+impl Ids {
+    fn next_id(&self, prefix: &str) -> Arc<str> {
+        match self {
+            Ids::Counter(counter) => counter.next_id(prefix),
+            Ids::Custom(source) => source.next_id(prefix),
+        }
+    }
 }
 
 impl EngineInner {
@@ -386,7 +401,7 @@ impl EngineInner {
 #[must_use = "a builder does nothing until `build` is called"]
 pub struct EngineBuilder {
     provider: Arc<dyn ModelProvider>,
-    plans: Arc<dyn ToolPlanSource>,
+    plans: ToolPlans,
     ids: Option<Arc<dyn IdSource>>,
     clock: Option<Arc<dyn Clock>>,
     broker: Option<Arc<dyn Broker>>,
@@ -441,7 +456,9 @@ impl EngineBuilder {
             inner: Arc::new(EngineInner {
                 provider: self.provider,
                 plans: self.plans,
-                ids: self.ids.unwrap_or_else(|| Arc::new(AtomicIdSource::new())),
+                ids: self
+                    .ids
+                    .map_or_else(|| Ids::Counter(AtomicIdSource::new()), Ids::Custom),
                 clock: self.clock.unwrap_or_else(|| Arc::new(SystemClock)),
                 broker: self.broker,
                 observers: self.observers,
@@ -472,13 +489,10 @@ impl fmt::Debug for Engine {
 
 impl Engine {
     /// A builder over the two required parts.
-    pub fn builder(
-        provider: Arc<dyn ModelProvider>,
-        plans: Arc<dyn ToolPlanSource>,
-    ) -> EngineBuilder {
+    pub fn builder(provider: Arc<dyn ModelProvider>, plans: impl Into<ToolPlans>) -> EngineBuilder {
         EngineBuilder {
             provider,
-            plans,
+            plans: plans.into(),
             ids: None,
             clock: None,
             broker: None,
@@ -550,7 +564,7 @@ impl Engine {
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
         let setup = self.inner.setup.get_or_init(CancellationToken::new);
-        let plans = &*self.inner.plans;
+        let plans = self.inner.plans.source();
         let future = catch_unwind(AssertUnwindSafe(|| match generation {
             Some(id) => plans.lease_generation(id, setup),
             None => plans.lease_current(setup),
@@ -606,8 +620,14 @@ impl Engine {
 
     /// Refuses new runs and waits until every live run ended.
     pub async fn close(&self) {
-        self.inner.registry().closed = true;
-        self.wait_drained().await;
+        let drained = {
+            let mut registry = self.inner.registry();
+            registry.closed = true;
+            registry.live.is_empty()
+        };
+        if !drained {
+            self.wait_drained().await;
+        }
     }
 
     /// Refuses new runs, cancels every live run and waits until they ended.

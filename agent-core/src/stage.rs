@@ -17,7 +17,7 @@ pub use pipeline::{
 };
 pub use plan::{
     MAX_PLAN_ID_BYTES, PlanError, PlanId, PlanIdError, ReleaseError, StaticToolPlanSource,
-    ToolPlanLease, ToolPlanSource,
+    ToolPlanLease, ToolPlanSource, ToolPlans,
 };
 
 use std::error::Error;

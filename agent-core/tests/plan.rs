@@ -135,6 +135,68 @@ async fn a_composed_pipeline_keeps_its_identity() {
 }
 
 #[tokio::test]
+async fn an_owned_dispatcher_makes_the_same_plan_as_a_shared_one() {
+    for definitions in [Vec::new(), vec![definition("read", Profile::ReadOnly)]] {
+        let tools: Vec<_> = definitions
+            .iter()
+            .map(|d| ScriptedTool::new(d.clone()))
+            .collect();
+        let owned =
+            StaticToolPlanSource::from_dispatcher(Dispatcher::new(tool_map(&tools)).unwrap());
+        let shared = source(&definitions);
+        assert_eq!(owned.plan_id(), shared.plan_id());
+
+        let cancel = CancellationToken::new();
+        let (a, b) = (
+            owned.lease_current(&cancel).await.unwrap(),
+            shared.lease_current(&cancel).await.unwrap(),
+        );
+        assert_eq!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.definitions(), b.definitions());
+        assert!(
+            a.dispatcher().is_composed(),
+            "a lease cannot be composed again"
+        );
+
+        // The owned dispatcher is still behind the plan's checks.
+        let undeclared = call("c1", "write", Behaviour::Succeed, Report::Nothing);
+        let scope = scope_for(a.id().clone(), a.fingerprint());
+        let error = a
+            .dispatcher()
+            .dispatch(DispatchRequest {
+                cancel: &cancel,
+                scope: &scope,
+                call: &undeclared,
+                reporter: &NoopReporter,
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error,
+            DispatchError::Undeclared {
+                name: "write".to_owned()
+            }
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_engine_takes_plans_inline_or_shared() {
+    use agent_core::stage::ToolPlans;
+    let plan = source(&[definition("read", Profile::ReadOnly)]);
+    let cancel = CancellationToken::new();
+    let shared: Arc<dyn ToolPlanSource> = Arc::new(plan.clone());
+    for plans in [
+        ToolPlans::from(plan.clone()),
+        ToolPlans::from(Arc::new(plan.clone())),
+        ToolPlans::from(shared),
+    ] {
+        let lease = plans.source().lease_current(&cancel).await.unwrap();
+        assert_eq!(lease.id(), plan.plan_id());
+    }
+}
+
+#[tokio::test]
 async fn a_static_source_never_substitutes_a_generation() {
     let source = source(&[definition("read", Profile::ReadOnly)]);
     let cancel = CancellationToken::new();

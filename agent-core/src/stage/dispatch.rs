@@ -656,10 +656,44 @@ impl ToolDispatcher for SnapshotDispatcher {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        if self.definition(request.call.name()).is_none() {
-            let name = request.call.name().to_owned();
-            return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
-        }
-        self.inner.dispatch(request)
+        dispatch_declared(&self.definitions, &*self.inner, request)
+    }
+}
+
+/// Dispatches `request` through `inner` only if `definitions` (sorted by name) declare it.
+pub(crate) fn dispatch_declared<'a, D: ToolDispatcher + ?Sized>(
+    definitions: &[Definition],
+    inner: &'a D,
+    request: DispatchRequest<'a>,
+) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+    let declared = definitions
+        .binary_search_by(|d| d.name().cmp(request.call.name()))
+        .is_ok();
+    if !declared {
+        let name = request.call.name().to_owned();
+        return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
+    }
+    inner.dispatch(request)
+}
+
+/// A shared dispatcher dispatches like the one it points at.
+impl<T: ToolDispatcher + ?Sized> ToolDispatcher for Arc<T> {
+    fn definitions(&self) -> &[Definition] {
+        (**self).definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        (**self).dispatch(request)
+    }
+
+    fn definition(&self, name: &str) -> Option<&Definition> {
+        (**self).definition(name)
+    }
+
+    fn is_composed(&self) -> bool {
+        (**self).is_composed()
     }
 }

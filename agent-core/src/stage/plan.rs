@@ -10,7 +10,7 @@ use crate::hash::HexDigest;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{DispatchError, DispatchRequest, SnapshotDispatcher, ToolDispatcher};
+use super::dispatch::{DispatchError, DispatchRequest, ToolDispatcher, dispatch_declared};
 use super::pipeline::PipelineError;
 use crate::tool::{BoxFuture, Definition, ToolFacts, ToolResult};
 
@@ -141,42 +141,42 @@ impl ReleaseState {
 }
 
 /// What every lease of one generation shares, computed once per generation so a static
-/// plan hands out leases without hashing or allocating. It is also the plan's dispatcher:
-/// it rejects a scope naming another plan and any call outside the frozen definitions.
-struct LeaseCore {
+/// plan hands out leases without hashing or allocating.
+struct CoreHeader {
     id: PlanId,
     fingerprint: Arc<str>,
     facts: Box<[Arc<ToolFacts>]>,
-    /// The frozen definitions and the dispatcher they guard.
-    snapshot: SnapshotDispatcher,
+    /// The frozen definitions, sorted by name.
+    definitions: Arc<[Definition]>,
 }
 
-impl LeaseCore {
-    fn new(id: PlanId, dispatcher: Arc<dyn ToolDispatcher>) -> Self {
-        Self::build(dispatcher, Some(id))
-    }
-
+impl CoreHeader {
     /// Hashes the definitions once. Without an `id` the plan is static and its id derives
-    /// from the hash. Plans without tools are common (text-only agents, tests): they share
-    /// one empty definition list, digest, static id and fingerprint per process.
-    fn build(inner: Arc<dyn ToolDispatcher>, id: Option<PlanId>) -> Self {
-        static EMPTY: OnceLock<(Arc<[Definition]>, PlanId, Arc<str>)> = OnceLock::new();
-        if inner.definitions().is_empty() {
-            let (definitions, static_id, fingerprint) = EMPTY.get_or_init(|| {
+    /// from the hash. Plans without tools are common (text-only agents, tests): static ones
+    /// share one header per process, and others its definition list and fingerprint.
+    fn of(dispatcher: &dyn ToolDispatcher, id: Option<PlanId>) -> HeaderSlot {
+        static EMPTY: OnceLock<CoreHeader> = OnceLock::new();
+        if dispatcher.definitions().is_empty() {
+            let empty = EMPTY.get_or_init(|| {
                 let hash = crate::hash::fields_digest(std::iter::empty());
-                (Arc::from([]), static_plan_id(&hash), fingerprint_of(&hash))
+                CoreHeader {
+                    id: static_plan_id(&hash),
+                    fingerprint: fingerprint_of(&hash),
+                    facts: Box::default(),
+                    definitions: Arc::from([]),
+                }
             });
-            return LeaseCore {
-                id: id.unwrap_or_else(|| static_id.clone()),
-                fingerprint: fingerprint.clone(),
-                facts: Box::default(),
-                snapshot: SnapshotDispatcher {
-                    inner,
-                    definitions: definitions.clone(),
-                },
+            return match id {
+                None => HeaderSlot::Shared(empty),
+                Some(id) => HeaderSlot::Own(CoreHeader {
+                    id,
+                    fingerprint: empty.fingerprint.clone(),
+                    facts: Box::default(),
+                    definitions: empty.definitions.clone(),
+                }),
             };
         }
-        let definitions: Arc<[Definition]> = inner.definitions().into();
+        let definitions: Arc<[Definition]> = dispatcher.definitions().into();
         let facts: Box<[Arc<ToolFacts>]> =
             definitions.iter().map(|d| Arc::new(d.facts())).collect();
         let fields = definitions
@@ -184,11 +184,28 @@ impl LeaseCore {
             .zip(&facts)
             .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
         let hash = crate::hash::fields_digest(fields);
-        LeaseCore {
+        HeaderSlot::Own(CoreHeader {
             id: id.unwrap_or_else(|| static_plan_id(&hash)),
             fingerprint: fingerprint_of(&hash),
             facts,
-            snapshot: SnapshotDispatcher { inner, definitions },
+            definitions,
+        })
+    }
+}
+
+/// A generation's header: the process-wide one of the static empty plan, or its own.
+enum HeaderSlot {
+    Shared(&'static CoreHeader),
+    Own(CoreHeader),
+}
+
+impl std::ops::Deref for HeaderSlot {
+    type Target = CoreHeader;
+
+    fn deref(&self) -> &CoreHeader {
+        match self {
+            HeaderSlot::Shared(header) => header,
+            HeaderSlot::Own(header) => header,
         }
     }
 }
@@ -204,20 +221,51 @@ fn fingerprint_of(hash: &HexDigest) -> Arc<str> {
     crate::agent::format_arc(format_args!("sha256:{}", hash.as_str()))
 }
 
-impl ToolDispatcher for LeaseCore {
+/// A generation's header beside the dispatcher it freezes, in one allocation when the
+/// dispatcher is owned. It is also the plan's dispatcher: it rejects a scope naming another
+/// plan and any call outside the frozen definitions.
+struct LeaseCore<D> {
+    header: HeaderSlot,
+    inner: D,
+}
+
+impl<D: ToolDispatcher> LeaseCore<D> {
+    fn new(inner: D, id: Option<PlanId>) -> Self {
+        LeaseCore {
+            header: CoreHeader::of(&inner, id),
+            inner,
+        }
+    }
+}
+
+/// A lease core with its dispatcher type erased.
+trait PlanCore: ToolDispatcher {
+    fn header(&self) -> &CoreHeader;
+}
+
+impl<D: ToolDispatcher> PlanCore for LeaseCore<D> {
+    fn header(&self) -> &CoreHeader {
+        &self.header
+    }
+}
+
+impl<D: ToolDispatcher> ToolDispatcher for LeaseCore<D> {
     fn definitions(&self) -> &[Definition] {
-        self.snapshot.definitions()
+        &self.header.definitions
     }
 
     fn dispatch<'a>(
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        if request.scope.plan_id() != &self.id {
-            let (expected, found) = (self.id.to_string(), request.scope.plan_id().to_string());
+        if request.scope.plan_id() != &self.header.id {
+            let (expected, found) = (
+                self.header.id.to_string(),
+                request.scope.plan_id().to_string(),
+            );
             return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
         }
-        self.snapshot.dispatch(request)
+        dispatch_declared(&self.header.definitions, &self.inner, request)
     }
 
     /// A leased plan is final: it cannot be composed again.
@@ -229,7 +277,7 @@ impl ToolDispatcher for LeaseCore {
 /// A leased tool plan: its id and fingerprint, defensive copies of its definitions, and a
 /// dispatcher that rejects any dispatch whose scope names another plan.
 pub struct ToolPlanLease {
-    core: Arc<LeaseCore>,
+    core: Arc<dyn PlanCore>,
     /// `None` for leases whose release has nothing to do (static plans).
     release: Option<Arc<ReleaseState>>,
 }
@@ -244,7 +292,7 @@ impl ToolPlanLease {
     {
         let callback: ReleaseCallback = Box::new(move || Box::pin(release()));
         ToolPlanLease {
-            core: Arc::new(LeaseCore::new(id, dispatcher)),
+            core: Arc::new(LeaseCore::new(dispatcher, Some(id))),
             release: Some(Arc::new(ReleaseState {
                 callback: Mutex::new(Some(callback)),
                 outcome: Mutex::new(None),
@@ -255,25 +303,25 @@ impl ToolPlanLease {
 
     /// The generation.
     pub fn id(&self) -> &PlanId {
-        &self.core.id
+        &self.core.header().id
     }
 
     /// `sha256:` over the definitions' names and fingerprints.
     pub fn fingerprint(&self) -> &str {
-        &self.core.fingerprint
+        &self.core.header().fingerprint
     }
 
     pub(crate) fn fingerprint_arc(&self) -> &Arc<str> {
-        &self.core.fingerprint
+        &self.core.header().fingerprint
     }
 
     /// Copies of the definitions, sorted by name.
     pub fn definitions(&self) -> &[Definition] {
-        &self.core.snapshot.definitions
+        &self.core.header().definitions
     }
 
     pub(crate) fn definitions_arc(&self) -> &Arc<[Definition]> {
-        &self.core.snapshot.definitions
+        &self.core.header().definitions
     }
 
     /// The secret-free facts of the tool called `name`, if the plan declares it.
@@ -281,7 +329,7 @@ impl ToolPlanLease {
         self.definitions()
             .binary_search_by(|d| d.name().cmp(name))
             .ok()
-            .map(|i| &self.core.facts[i])
+            .map(|i| &self.core.header().facts[i])
     }
 
     /// The plan's dispatcher.
@@ -345,8 +393,8 @@ impl ToolPlanLease {
 impl fmt::Debug for ToolPlanLease {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("ToolPlanLease")
-            .field("id", &self.core.id)
-            .field("fingerprint", &self.core.fingerprint)
+            .field("id", &self.core.header().id)
+            .field("fingerprint", &self.core.header().fingerprint)
             .finish_non_exhaustive()
     }
 }
@@ -373,23 +421,40 @@ impl fmt::Debug for ToolPlanLease {
 /// # Ok(())
 /// # }
 /// ```
+#[derive(Clone)]
 pub struct StaticToolPlanSource {
-    core: Arc<LeaseCore>,
+    core: Arc<dyn PlanCore>,
 }
 
 impl StaticToolPlanSource {
-    /// Adapts `dispatcher`. A dispatcher that is not a composed pipeline is used as one
-    /// without guards or decorators: the plan itself freezes its definitions.
+    /// Adapts a shared `dispatcher`, such as the pipeline a `compose!` graph assembles. A
+    /// dispatcher that is not a composed pipeline is used as one without guards or
+    /// decorators: the plan itself freezes its definitions.
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
-        let core = LeaseCore::build(dispatcher, None);
         Ok(StaticToolPlanSource {
-            core: Arc::new(core),
+            core: Arc::new(LeaseCore::new(dispatcher, None)),
         })
+    }
+
+    /// Adapts an owned `dispatcher`, keeping it in the same allocation as the plan.
+    ///
+    /// ```
+    /// use std::collections::BTreeMap;
+    /// use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    ///
+    /// let source = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// assert!(source.plan_id().as_str().starts_with("static:"));
+    /// # Ok::<(), agent_core::stage::DispatcherError>(())
+    /// ```
+    pub fn from_dispatcher<D: ToolDispatcher + 'static>(dispatcher: D) -> Self {
+        StaticToolPlanSource {
+            core: Arc::new(LeaseCore::new(dispatcher, None)),
+        }
     }
 
     /// The one generation's id.
     pub fn plan_id(&self) -> &PlanId {
-        &self.core.id
+        &self.core.header().id
     }
 
     /// Every lease shares the generation's core, and releasing one has nothing to do.
@@ -401,10 +466,72 @@ impl StaticToolPlanSource {
     }
 }
 
+/// The tool plans an engine leases from: a [`StaticToolPlanSource`], held directly, or any
+/// shared [`ToolPlanSource`]. [`Engine::builder`](crate::agent::Engine::builder) takes
+/// anything that converts into it, so callers pass either kind as they have it.
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+/// use agent_core::stage::{Dispatcher, StaticToolPlanSource, ToolPlanSource, ToolPlans};
+///
+/// let source = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+/// let direct = ToolPlans::from(source.clone());
+/// let shared = ToolPlans::from(Arc::new(source) as Arc<dyn ToolPlanSource>);
+/// # let _ = (direct, shared);
+/// # Ok::<(), agent_core::stage::DispatcherError>(())
+/// ```
+#[derive(Clone)]
+pub struct ToolPlans(Plans);
+
+#[derive(Clone)]
+enum Plans {
+    /// Kept inline so a static plan costs the engine no allocation of its own.
+    Static(StaticToolPlanSource),
+    Shared(Arc<dyn ToolPlanSource>),
+}
+
+impl ToolPlans {
+    /// The source to lease from.
+    pub fn source(&self) -> &dyn ToolPlanSource {
+        match &self.0 {
+            Plans::Static(source) => source,
+            Plans::Shared(source) => &**source,
+        }
+    }
+}
+
+impl fmt::Debug for ToolPlans {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Plans::Static(source) => f.debug_tuple("ToolPlans").field(source).finish(),
+            Plans::Shared(_) => f.debug_tuple("ToolPlans").finish_non_exhaustive(),
+        }
+    }
+}
+
+impl From<StaticToolPlanSource> for ToolPlans {
+    fn from(source: StaticToolPlanSource) -> Self {
+        ToolPlans(Plans::Static(source))
+    }
+}
+
+impl From<Arc<dyn ToolPlanSource>> for ToolPlans {
+    fn from(source: Arc<dyn ToolPlanSource>) -> Self {
+        ToolPlans(Plans::Shared(source))
+    }
+}
+
+impl<T: ToolPlanSource + 'static> From<Arc<T>> for ToolPlans {
+    fn from(source: Arc<T>) -> Self {
+        ToolPlans(Plans::Shared(source))
+    }
+}
+
 impl fmt::Debug for StaticToolPlanSource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("StaticToolPlanSource")
-            .field("id", &self.core.id)
+            .field("id", &self.core.header().id)
             .finish_non_exhaustive()
     }
 }
@@ -431,7 +558,7 @@ impl ToolPlanSource for StaticToolPlanSource {
             if cancel.is_cancelled() {
                 return Err(PlanError::Cancelled);
             }
-            if id != &self.core.id {
+            if id != &self.core.header().id {
                 return Err(PlanError::UnknownGeneration(id.clone()));
             }
             Ok(self.lease())
