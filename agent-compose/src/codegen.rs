@@ -11,6 +11,7 @@ use crate::key::{self, ParamShape};
 use crate::resolve::{Binding, Resolution};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use std::collections::BTreeMap;
 use syn::{Ident, LitStr};
 
 struct Names {
@@ -697,7 +698,11 @@ fn manifest(header: &Header, beans: &[Descriptor], resolution: &Resolution) -> T
             }
         }
     });
-    let selections = beans
+    // Every collection parameter of one type chooses the same members: each distinct list is
+    // written once, so the manifest grows with the beans, not with consumers times members.
+    let mut lists: BTreeMap<Vec<usize>, Ident> = BTreeMap::new();
+    let mut list_items = Vec::new();
+    let selections: Vec<TokenStream> = beans
         .iter()
         .zip(&resolution.bindings)
         .flat_map(|(b, bindings)| {
@@ -705,43 +710,56 @@ fn manifest(header: &Header, beans: &[Descriptor], resolution: &Resolution) -> T
                 .iter()
                 .zip(bindings)
                 .enumerate()
-                .map(move |(position, (p, binding))| {
-                    let consumer = lit(&b.name.value());
-                    let parameter = lit(&p
-                        .name
-                        .as_ref()
-                        .map_or_else(|| format!("#{position}"), ToString::to_string));
-                    let shape = format_ident!(
-                        "{}",
-                        match p.shape {
-                            ParamShape::Single => "Single",
-                            ParamShape::Optional => "Optional",
-                            ParamShape::List => "List",
-                            ParamShape::Map => "Map",
-                        }
-                    );
-                    let ty = lit(&key::render(&p.ty));
-                    let chosen = binding
-                        .members()
-                        .into_iter()
-                        .map(|j| lit(&beans[j].name.value()));
-                    quote! {
-                        ::agent_core::compose::ManifestSelection {
-                            consumer: #consumer,
-                            parameter: #parameter,
-                            position: #position,
-                            shape: ::agent_core::compose::InjectionShape::#shape,
-                            ty: #ty,
-                            chosen: &[#(#chosen),*],
-                        }
-                    }
-                })
-        });
+                .map(move |(position, (p, binding))| (b, position, p, binding))
+        })
+        .map(|(b, position, p, binding)| {
+            let consumer = lit(&b.name.value());
+            let parameter = lit(&p
+                .name
+                .as_ref()
+                .map_or_else(|| format!("#{position}"), ToString::to_string));
+            let shape = format_ident!(
+                "{}",
+                match p.shape {
+                    ParamShape::Single => "Single",
+                    ParamShape::Optional => "Optional",
+                    ParamShape::List => "List",
+                    ParamShape::Map => "Map",
+                }
+            );
+            let ty = lit(&key::render(&p.ty));
+            let members = binding.members();
+            let chosen = if members.len() < 2 {
+                let names = members.iter().map(|&j| lit(&beans[j].name.value()));
+                quote!(&[#(#names),*])
+            } else {
+                let next = lists.len();
+                let list = lists.entry(members).or_insert_with_key(|members| {
+                    let name = format_ident!("__CHOSEN_{}", next);
+                    let names = members.iter().map(|&j| lit(&beans[j].name.value()));
+                    list_items.push(quote!(const #name: &[&str] = &[#(#names),*];));
+                    name
+                });
+                quote!(#list)
+            };
+            quote! {
+                ::agent_core::compose::ManifestSelection {
+                    consumer: #consumer,
+                    parameter: #parameter,
+                    position: #position,
+                    shape: ::agent_core::compose::InjectionShape::#shape,
+                    ty: #ty,
+                    chosen: #chosen,
+                }
+            }
+        })
+        .collect();
     let order = resolution
         .order
         .iter()
         .map(|&i| lit(&beans[i].name.value()));
     quote! {
+        #(#list_items)*
         static MANIFEST: ::agent_core::compose::Manifest = ::agent_core::compose::Manifest {
             app: #app,
             beans: &[#(#entries),*],

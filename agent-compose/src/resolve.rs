@@ -49,6 +49,7 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
     let mut errors = Errors::default();
     let ctx = Ctx {
         beans,
+        names: beans.iter().map(|b| b.name.value()).collect(),
         current_crate,
     };
     ctx.check_listed_once(&mut errors);
@@ -121,6 +122,8 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
 
 struct Ctx<'a> {
     beans: &'a [Descriptor],
+    /// Each bean's canonical name, read once: `LitStr::value` re-parses the literal.
+    names: Vec<String>,
     current_crate: &'a str,
 }
 
@@ -445,7 +448,7 @@ impl Ctx<'_> {
     fn ordered(&self, mut members: Vec<usize>) -> Vec<usize> {
         members.sort_by(|&a, &b| {
             let (x, y) = (&self.beans[a], &self.beans[b]);
-            (x.order, x.name.value(), a).cmp(&(y.order, y.name.value(), b))
+            (x.order, &self.names[a], a).cmp(&(y.order, &self.names[b], b))
         });
         members
     }
@@ -461,10 +464,7 @@ impl Ctx<'_> {
     ) {
         let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for &m in members {
-            by_name
-                .entry(self.beans[m].name.value())
-                .or_default()
-                .push(m);
+            by_name.entry(self.names[m].clone()).or_default().push(m);
         }
         for (name, same) in by_name {
             if same.len() < 2 {
