@@ -102,7 +102,7 @@ fn graph(n: usize) -> TokenStream {
         let fields = d.fields();
         quote!({ path = { #path } #fields })
     });
-    quote!([ #(#items)* ] { pub struct App })
+    agent_compose::chain::finisher_input(quote!(#(#items)*), quote!(pub struct App))
 }
 
 fn expansion(c: &mut Criterion) {

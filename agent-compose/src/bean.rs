@@ -24,13 +24,62 @@ use crate::key;
 use crate::location;
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
+use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Attribute, FnArg, ItemFn, LitStr};
+use syn::{Attribute, FnArg, LitStr, Signature, Visibility};
+
+/// A function item of which only the attributes, visibility and signature are parsed: the
+/// body is kept as the tokens written. Parsing and re-printing a body is most of the work of
+/// expanding an attribute that never looks at it, and a syntax error inside it is then
+/// reported by rustc as such, not as "not a function".
+pub struct FactoryFn {
+    /// Outer attributes.
+    pub attrs: Vec<Attribute>,
+    /// Visibility.
+    pub vis: Visibility,
+    /// The signature.
+    pub sig: Signature,
+    /// The body, a brace-delimited group, untouched.
+    pub body: proc_macro2::Group,
+}
+
+impl Parse for FactoryFn {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let attrs = input.call(Attribute::parse_outer)?;
+        let vis = input.parse()?;
+        let sig = input.parse()?;
+        let body: proc_macro2::Group = input.parse()?;
+        if body.delimiter() != proc_macro2::Delimiter::Brace {
+            return Err(syn::Error::new(body.span(), "expected a function body"));
+        }
+        if !input.is_empty() {
+            return Err(input.error("unexpected tokens after the function"));
+        }
+        Ok(FactoryFn {
+            attrs,
+            vis,
+            sig,
+            body,
+        })
+    }
+}
+
+impl quote::ToTokens for FactoryFn {
+    fn to_tokens(&self, tokens: &mut TokenStream) {
+        let FactoryFn {
+            attrs,
+            vis,
+            sig,
+            body,
+        } = self;
+        tokens.extend(quote!(#(#attrs)* #vis #sig #body));
+    }
+}
 
 /// Everything a bean attribute learned about its factory.
 pub struct Analysis {
     /// The function, minus the metadata attributes that were consumed.
-    pub function: ItemFn,
+    pub function: FactoryFn,
     /// The descriptor handed to `compose!` (poisoned when `errors` is not empty).
     pub descriptor: Descriptor,
     /// Hidden aliases beside the function, where the types were written.
@@ -60,7 +109,7 @@ pub fn analyze(
     args: TokenStream,
     item: TokenStream,
 ) -> Result<Analysis, TokenStream> {
-    let mut function: ItemFn = match syn::parse2(item.clone()) {
+    let mut function: FactoryFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
             let (what, span) = item_name(&item);
@@ -299,7 +348,7 @@ fn consume_fn_attrs(
 }
 
 fn consume_param_attrs(
-    function: &mut ItemFn,
+    function: &mut FactoryFn,
     consumed: &mut Vec<syn::Path>,
     errors: &mut Errors,
 ) -> Vec<Vec<LitStr>> {
@@ -374,7 +423,7 @@ fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> Token
 /// Expands a modifier written above its bean attribute: it moves itself below, where the
 /// bean attribute reads it, so attribute order never matters.
 pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
-    let Ok(mut function) = syn::parse2::<ItemFn>(item.clone()) else {
+    let Ok(mut function) = syn::parse2::<FactoryFn>(item.clone()) else {
         return misplaced(modifier, item);
     };
     let has_bean_attr = function.attrs.iter().any(|a| {
@@ -467,5 +516,49 @@ mod tests {
         .to_string();
         assert!(out.contains("[unsupported-factory]"), "{out}");
         assert!(out.contains("fn f"), "the item is kept: {out}");
+    }
+
+    #[test]
+    fn a_body_is_kept_as_written_and_left_to_rustc() {
+        // Not an expression: parsing the body would have called this "not a function".
+        let out = expand(
+            BeanKind::Bean,
+            quote!(),
+            quote!(
+                /// Docs.
+                pub fn f(x: u8) -> u16 {
+                    #![allow(unused)]
+                    let = ;
+                }
+            ),
+        )
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        assert!(
+            out.contains("pub fn f (x : u8) -> u16 { # ! [allow (unused)] let = ; }"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn only_a_function_with_a_body_is_a_factory() {
+        for item in [
+            quote!(
+                fn f() -> u8;
+            ),
+            quote!(fn f() -> u8 (1)),
+            quote!(
+                fn f() -> u8 {
+                    1
+                },
+                extra
+            ),
+            quote!(
+                struct S;
+            ),
+        ] {
+            let out = expand(BeanKind::Bean, quote!(), item.clone()).to_string();
+            assert!(out.contains("[unsupported-factory]"), "{item}: {out}");
+        }
     }
 }

@@ -95,7 +95,7 @@ mod tests {
     fn starts_the_chain_with_the_first_entry() {
         let out = expand(quote!(pub struct App { beans: [a::x, y,] })).to_string();
         assert!(
-            out.starts_with("a :: x ! { { a :: x } [{ y }] [] {"),
+            out.starts_with("a :: x ! { { a :: x } [{ y } { :: agent_core :: __private :: compose_finish }] [] {"),
             "{out}"
         );
     }

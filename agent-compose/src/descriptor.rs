@@ -3,8 +3,13 @@
 //! A descriptor travels inside a `macro_rules!` body, so it is plain tokens. Literals and
 //! identifiers keep the spans of the user's code (within one crate), which is what lets
 //! `compose!` point diagnostics at a parameter in another module. The format is private to
-//! this crate and versioned by the `agent_core_descriptor_v1` tag; parsing is strict and
+//! this crate and versioned by the `agent_core_descriptor_v2` tag; parsing is strict and
 //! never panics on malformed input.
+//!
+//! Every descriptor is re-read by each `compose!` that uses it, so it is kept small: fields
+//! at their default are left out (in a fixed order, so parsing stays strict), and whatever
+//! follows from a written type is recomputed here instead of travelling: a parameter's
+//! shape, the bean type it asks for, and every key.
 
 use crate::attr::BeanKind;
 use crate::factory::Form;
@@ -12,10 +17,10 @@ use crate::key::ParamShape;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
 use syn::parse::{Parse, ParseStream};
-use syn::{Ident, LitBool, LitInt, LitStr, Token};
+use syn::{Ident, LitInt, LitStr, Token};
 
 /// The tag that starts every descriptor.
-pub const TAG: &str = "agent_core_descriptor_v1";
+pub const TAG: &str = "agent_core_descriptor_v2";
 
 /// One bean as `compose!` sees it.
 #[derive(Clone, Debug)]
@@ -94,77 +99,125 @@ impl Descriptor {
         self.is_called(qualifier) || self.qualifiers.iter().any(|q| q.value() == qualifier)
     }
 
+    /// The canonical name a bean has when none is written: its function's name.
+    fn default_name(fn_ident: &Ident) -> LitStr {
+        let name = fn_ident.to_string();
+        LitStr::new(name.trim_start_matches("r#"), fn_ident.span())
+    }
+
     /// The emitted fields, without the leading `path = { ... }` that the chain adds.
     pub fn fields(&self) -> TokenStream {
+        let tag = Ident::new(TAG, Span::call_site());
         let kind = Ident::new(self.kind.as_str(), Span::call_site());
         let fn_ident = &self.fn_ident;
-        let name = &self.name;
-        let aliases = &self.aliases;
-        let qualifiers = &self.qualifiers;
-        let primary = LitBool::new(self.primary, Span::call_site());
-        let fallback = LitBool::new(self.fallback, Span::call_site());
-        let order_abs = LitInt::new(&self.order.unsigned_abs().to_string(), Span::call_site());
-        let order = if self.order < 0 {
-            quote!(- #order_abs)
-        } else {
-            quote!(#order_abs)
-        };
-        let is_async = LitBool::new(self.is_async, Span::call_site());
-        let form = Ident::new(self.form.as_str(), Span::call_site());
-        let output = &self.output;
-        let key = LitStr::new(&self.key, Span::call_site());
-        let params = self.params.iter().map(|p| {
-            let name = match &p.name {
-                Some(n) => n.to_token_stream(),
-                None => quote!(_),
-            };
-            let shape = Ident::new(p.shape.as_str(), Span::call_site());
-            let key = LitStr::new(&p.key, Span::call_site());
-            let ty = &p.ty;
-            let bean_ty = &p.bean_ty;
-            let qualifiers = &p.qualifiers;
-            quote!({ name = #name shape = #shape key = #key ty = { #ty } bean_ty = { #bean_ty } qualifiers = [#(#qualifiers),*] })
-        });
+        let mut out = quote!(#tag kind = #kind fn = #fn_ident);
+        if self.name.value() != Self::default_name(fn_ident).value() {
+            let name = &self.name;
+            out.extend(quote!(name = #name));
+        }
+        if !self.aliases.is_empty() {
+            let aliases = &self.aliases;
+            out.extend(quote!(aliases = [#(#aliases),*]));
+        }
+        if !self.qualifiers.is_empty() {
+            let qualifiers = &self.qualifiers;
+            out.extend(quote!(qualifiers = [#(#qualifiers),*]));
+        }
+        if self.primary {
+            out.extend(quote!(primary));
+        }
+        if self.fallback {
+            out.extend(quote!(fallback));
+        }
+        if self.order != 0 {
+            let magnitude = LitInt::new(&self.order.unsigned_abs().to_string(), Span::call_site());
+            let sign = (self.order < 0).then(|| quote!(-));
+            out.extend(quote!(order = #sign #magnitude));
+        }
+        if self.is_async {
+            out.extend(quote!(async));
+        }
+        if self.form != Form::Plain {
+            let form = Ident::new(self.form.as_str(), Span::call_site());
+            out.extend(quote!(form = #form));
+        }
+        // An unknown signature (the attribute reported it) has no output and no key.
+        if !self.key.is_empty() {
+            let output = &self.output;
+            out.extend(quote!(output = { #output }));
+        }
+        if !self.params.is_empty() {
+            let params = self.params.iter().map(|p| {
+                let name = match &p.name {
+                    Some(n) => n.to_token_stream(),
+                    None => quote!(_),
+                };
+                let ty = &p.ty;
+                let qualifiers = (!p.qualifiers.is_empty()).then(|| {
+                    let qualifiers = &p.qualifiers;
+                    quote!([#(#qualifiers),*])
+                });
+                quote!({ #name { #ty } #qualifiers })
+            });
+            out.extend(quote!(params = [#(#params)*]));
+        }
         let location = LitStr::new(&self.location, Span::call_site());
         let krate = LitStr::new(&self.krate, Span::call_site());
-        let poisoned = LitBool::new(self.poisoned, Span::call_site());
-        let tag = Ident::new(TAG, Span::call_site());
-        quote! {
-            #tag
-            kind = #kind
-            fn = #fn_ident
-            name = #name
-            aliases = [#(#aliases),*]
-            qualifiers = [#(#qualifiers),*]
-            primary = #primary
-            fallback = #fallback
-            order = #order
-            async = #is_async
-            form = #form
-            output = { #output }
-            key = #key
-            params = [#(#params)*]
-            location = #location
-            crate = #krate
-            poisoned = #poisoned
+        out.extend(quote!(location = #location crate = #krate));
+        if self.poisoned {
+            out.extend(quote!(poisoned));
         }
+        out
     }
+}
+
+/// Whether the next token is the word `word` (which may be a keyword).
+fn peek_word(input: ParseStream<'_>, word: &str) -> bool {
+    input.cursor().token_tree().is_some_and(|(tt, _)| match tt {
+        proc_macro2::TokenTree::Ident(i) => i == word,
+        _ => false,
+    })
 }
 
 /// Reads `word =`, where `word` may be a keyword.
 fn field(input: ParseStream<'_>, word: &str) -> syn::Result<()> {
-    let found: TokenStream = {
-        let tt: proc_macro2::TokenTree = input.parse()?;
-        tt.into_token_stream()
-    };
-    if found.to_string() != word {
+    flag(input, word)?;
+    input.parse::<Token![=]>()?;
+    Ok(())
+}
+
+/// Reads the word `word`, which may be a keyword.
+fn flag(input: ParseStream<'_>, word: &str) -> syn::Result<()> {
+    let tt: proc_macro2::TokenTree = input.parse()?;
+    if tt.to_string() != word {
         return Err(syn::Error::new_spanned(
-            found,
+            tt,
             format!("expected descriptor field `{word}`"),
         ));
     }
-    input.parse::<Token![=]>()?;
     Ok(())
+}
+
+/// Reads `word =` and a value if the next token is `word`.
+fn optional<T>(
+    input: ParseStream<'_>,
+    word: &str,
+    value: impl FnOnce(ParseStream<'_>) -> syn::Result<T>,
+) -> syn::Result<Option<T>> {
+    if !peek_word(input, word) {
+        return Ok(None);
+    }
+    field(input, word)?;
+    value(input).map(Some)
+}
+
+/// Reads the presence flag `word`.
+fn optional_flag(input: ParseStream<'_>, word: &str) -> syn::Result<bool> {
+    if !peek_word(input, word) {
+        return Ok(false);
+    }
+    flag(input, word)?;
+    Ok(true)
 }
 
 fn ident_value(input: ParseStream<'_>) -> syn::Result<Ident> {
@@ -181,6 +234,12 @@ fn braced_tokens(input: ParseStream<'_>) -> syn::Result<TokenStream> {
     content.parse()
 }
 
+fn braced_type(input: ParseStream<'_>) -> syn::Result<(TokenStream, syn::Type)> {
+    let tokens = braced_tokens(input)?;
+    let ty = syn::parse2::<syn::Type>(tokens.clone())?;
+    Ok((tokens, ty))
+}
+
 fn str_list(input: ParseStream<'_>) -> syn::Result<Vec<LitStr>> {
     let content;
     syn::bracketed!(content in input);
@@ -188,56 +247,45 @@ fn str_list(input: ParseStream<'_>) -> syn::Result<Vec<LitStr>> {
     Ok(list.into_iter().collect())
 }
 
-fn bool_value(input: ParseStream<'_>) -> syn::Result<bool> {
-    Ok(input.parse::<LitBool>()?.value)
-}
-
 fn str_value(input: ParseStream<'_>) -> syn::Result<String> {
     Ok(input.parse::<LitStr>()?.value())
 }
 
 impl Parse for ParamDesc {
+    /// Parses `{ name { type } ["qualifier", ...]? }`, where `name` may be `_`.
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let content;
         syn::braced!(content in input);
         let input = &content;
-        field(input, "name")?;
         let name = if input.peek(Token![_]) {
             input.parse::<Token![_]>()?;
             None
         } else {
             Some(ident_value(input)?)
         };
-        field(input, "shape")?;
-        let shape_ident = ident_value(input)?;
-        let shape = ParamShape::parse(&shape_ident.to_string())
-            .ok_or_else(|| syn::Error::new(shape_ident.span(), "unknown parameter shape"))?;
-        field(input, "key")?;
-        let key = str_value(input)?;
-        field(input, "ty")?;
-        let ty = braced_tokens(input)?;
-        syn::parse2::<syn::Type>(ty.clone())?;
-        field(input, "bean_ty")?;
-        let bean_ty = braced_tokens(input)?;
-        syn::parse2::<syn::Type>(bean_ty.clone())?;
-        field(input, "qualifiers")?;
-        let qualifiers = str_list(input)?;
+        let (ty, parsed) = braced_type(input)?;
+        let qualifiers = if input.is_empty() {
+            Vec::new()
+        } else {
+            str_list(input)?
+        };
         if !input.is_empty() {
             return Err(input.error("unexpected tokens after parameter descriptor"));
         }
+        let (shape, bean_ty) = crate::key::shape_of(&parsed);
         Ok(ParamDesc {
             name,
             shape,
-            key,
+            key: crate::key::of(&bean_ty),
             ty,
-            bean_ty,
+            bean_ty: bean_ty.to_token_stream(),
             qualifiers,
         })
     }
 }
 
 impl Parse for Descriptor {
-    /// Parses `{ path = { ... } agent_core_descriptor_v1 ... }`.
+    /// Parses `{ path = { ... } agent_core_descriptor_v2 ... }`.
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let content;
         syn::braced!(content in input);
@@ -260,44 +308,43 @@ impl Parse for Descriptor {
             .ok_or_else(|| syn::Error::new(kind_ident.span(), "unknown bean kind"))?;
         field(input, "fn")?;
         let fn_ident = ident_value(input)?;
-        field(input, "name")?;
-        let name: LitStr = input.parse()?;
-        field(input, "aliases")?;
-        let aliases = str_list(input)?;
-        field(input, "qualifiers")?;
-        let qualifiers = str_list(input)?;
-        field(input, "primary")?;
-        let primary = bool_value(input)?;
-        field(input, "fallback")?;
-        let fallback = bool_value(input)?;
-        field(input, "order")?;
-        let negative = input.parse::<Option<Token![-]>>()?.is_some();
-        let magnitude: i64 = input.parse::<LitInt>()?.base10_parse()?;
-        let order = if negative { -magnitude } else { magnitude };
-        field(input, "async")?;
-        let is_async = bool_value(input)?;
-        field(input, "form")?;
-        let form_ident = ident_value(input)?;
-        let form = Form::parse(&form_ident.to_string())
-            .ok_or_else(|| syn::Error::new(form_ident.span(), "unknown factory form"))?;
-        field(input, "output")?;
-        let output = braced_tokens(input)?;
-        syn::parse2::<syn::Type>(output.clone())?;
-        field(input, "key")?;
-        let key = str_value(input)?;
-        field(input, "params")?;
-        let params_content;
-        syn::bracketed!(params_content in input);
-        let mut params = Vec::new();
-        while !params_content.is_empty() {
-            params.push(params_content.parse()?);
-        }
+        let name = optional(input, "name", |input| input.parse::<LitStr>())?
+            .unwrap_or_else(|| Self::default_name(&fn_ident));
+        let aliases = optional(input, "aliases", str_list)?.unwrap_or_default();
+        let qualifiers = optional(input, "qualifiers", str_list)?.unwrap_or_default();
+        let primary = optional_flag(input, "primary")?;
+        let fallback = optional_flag(input, "fallback")?;
+        let order = optional(input, "order", |input| {
+            let negative = input.parse::<Option<Token![-]>>()?.is_some();
+            let magnitude: i64 = input.parse::<LitInt>()?.base10_parse()?;
+            Ok(if negative { -magnitude } else { magnitude })
+        })?
+        .unwrap_or(0);
+        let is_async = optional_flag(input, "async")?;
+        let form = match optional(input, "form", ident_value)? {
+            None => Form::Plain,
+            Some(form_ident) => Form::parse(&form_ident.to_string())
+                .ok_or_else(|| syn::Error::new(form_ident.span(), "unknown factory form"))?,
+        };
+        let (output, key) = match optional(input, "output", braced_type)? {
+            Some((tokens, ty)) => (tokens, crate::key::of(&ty)),
+            None => (quote!(()), String::new()),
+        };
+        let params = optional(input, "params", |input| {
+            let content;
+            syn::bracketed!(content in input);
+            let mut params = Vec::new();
+            while !content.is_empty() {
+                params.push(content.parse()?);
+            }
+            Ok(params)
+        })?
+        .unwrap_or_default();
         field(input, "location")?;
         let location = str_value(input)?;
         field(input, "crate")?;
         let krate = str_value(input)?;
-        field(input, "poisoned")?;
-        let poisoned = bool_value(input)?;
+        let poisoned = optional_flag(input, "poisoned")?;
         if !input.is_empty() {
             return Err(input.error("unexpected tokens after descriptor"));
         }

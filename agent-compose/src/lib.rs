@@ -56,7 +56,7 @@ pub fn compose(input: TokenStream) -> TokenStream {
     compose::expand(input)
 }
 
-/// The last link of a chain: `[ {descriptor}* ] { header }`. Resolves and generates.
+/// The last link of a chain (see [`chain`]). Resolves and generates.
 pub fn compose_finish(input: TokenStream) -> TokenStream {
     let current_crate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
     finish(input, &current_crate)
@@ -100,24 +100,23 @@ impl syn::parse::Parse for Finish {
 
 /// [`compose_finish`] with the current crate given explicitly (for tests).
 pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
-    let parsed = Parser::parse2(
-        |input: ParseStream<'_>| {
-            let list;
-            syn::bracketed!(list in input);
-            let mut beans = Vec::new();
-            while !list.is_empty() {
-                beans.push(list.parse::<descriptor::Descriptor>()?);
-            }
-            let header_group;
-            syn::braced!(header_group in input);
-            let finish: Finish = header_group.parse()?;
-            if !header_group.is_empty() || !input.is_empty() {
-                return Err(input.error("unexpected tokens after the chain header"));
-            }
-            Ok((beans, finish))
-        },
-        input,
-    );
+    let parsed = chain::read_finished(input).and_then(|finished| {
+        let mut beans = Vec::with_capacity(finished.descriptors.len());
+        for descriptor in finished.descriptors {
+            beans.push(syn::parse2::<descriptor::Descriptor>(descriptor)?);
+        }
+        let finish = Parser::parse2(
+            |input: ParseStream<'_>| {
+                let finish: Finish = input.parse()?;
+                if !input.is_empty() {
+                    return Err(input.error("unexpected tokens after the chain header"));
+                }
+                Ok(finish)
+            },
+            finished.header,
+        )?;
+        Ok((beans, finish))
+    });
     let (beans, finish) = match parsed {
         Ok(v) => v,
         Err(e) => return diag::syntax(e).to_compile_error(),

@@ -146,7 +146,10 @@ fn expand_graph() -> String {
         quote!({ path = { #path } #fields })
     });
     pretty(finish(
-        quote!([ #(#items)* ] { pub struct CompositionProof }),
+        agent_compose::chain::finisher_input(
+            quote!(#(#items)*),
+            quote!(pub struct CompositionProof),
+        ),
         "fixtures",
     ))
 }

@@ -204,7 +204,7 @@ fn soup(depth: u32) -> impl Strategy<Value = String> {
         "x",
         "_",
         "path",
-        "agent_core_descriptor_v1",
+        "agent_core_descriptor_v2",
         "kind",
         "params",
         "<",
@@ -271,8 +271,7 @@ proptest! {
     /// Descriptor-shaped input with random holes: still a coded error, never a panic.
     #[test]
     fn damaged_descriptors_are_errors(hole in soup(2), at in 0usize..40) {
-        let good = r#"[ { path = { m::f } agent_core_descriptor_v1 kind = bean fn = f name = "f" aliases = [] qualifiers = [] primary = false fallback = false order = 0 async = false form = plain output = { u8 } key = "u8" params = [] location = "a.rs:1:1" crate = "app" poisoned = false } ] { pub struct App }"#;
-        let mut words: Vec<&str> = good.split(' ').collect();
+        let mut words: Vec<&str> = GOOD.split(' ').collect();
         let at = at.min(words.len() - 1);
         let hole = hole.replace(['[', ']', '{', '}'], " ");
         words[at] = &hole;
@@ -289,10 +288,12 @@ proptest! {
     }
 }
 
+/// One descriptor as a chain hands it to the finisher, with every optional field present.
+const GOOD: &str = r#"{ f } [] [ [ [] ] { path = { m::f } agent_core_descriptor_v2 kind = bean fn = f name = "g" aliases = ["h"] qualifiers = ["q"] primary order = -3 async form = result output = { u8 } params = [ { x { Option<u16> } ["q"] } ] location = "a.rs:1:1" crate = "app" } ] { pub struct App }"#;
+
 #[test]
 fn an_intact_descriptor_is_accepted() {
-    let good = r#"[ { path = { m::f } agent_core_descriptor_v1 kind = bean fn = f name = "f" aliases = [] qualifiers = [] primary = false fallback = false order = 0 async = false form = plain output = { u8 } key = "u8" params = [] location = "a.rs:1:1" crate = "app" poisoned = false } ] { pub struct App }"#;
-    let out = finish(tokens(good), "app").to_string();
+    let out = finish(tokens(GOOD), "app").to_string();
     assert!(!out.contains("compile_error"), "{out}");
     assert!(out.contains("pub struct App"), "{out}");
 }
