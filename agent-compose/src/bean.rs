@@ -4,12 +4,12 @@
 //! consumed) and adds three items that share the function's name in the other namespaces:
 //!
 //! * a hidden module (type namespace) whose type aliases `__Bean` and `__Param<N>` name the
-//!   bean type and each dependency type. They point to hidden aliases beside the function,
-//!   written with the user's own tokens in the function's own scope, so generated code never
-//!   re-resolves a forwarded type at the `compose!` site. (Aliases, unlike projections, are
-//!   transparent to coherence, which the alias check in `codegen` relies on across crates;
-//!   and no glob import is needed, which keeps name resolution linear in the number of
-//!   factories);
+//!   bean type and the type each collection or optional parameter `N` asks for. They point
+//!   to hidden aliases beside the function, written with the user's own tokens in the
+//!   function's own scope, so generated code never re-resolves a forwarded type at the
+//!   `compose!` site. (Aliases, unlike projections, are transparent to coherence, which the
+//!   alias check in `codegen` relies on across crates; and no glob import is needed, which
+//!   keeps name resolution linear in the number of factories);
 //! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
 //!   function's name (macro namespace), which hands the descriptor to the next link of a
 //!   `compose!` chain;
@@ -191,11 +191,17 @@ pub fn analyze(
             );
             let mut params = Vec::new();
             for (index, p) in sig.params.iter().enumerate() {
-                alias(
-                    format_ident!("__agent_core_{}_param{}", fn_name, index),
-                    format_ident!("__Param{}", index),
-                    &p.bean_ty,
-                );
+                // Generated code names a requested type only for collections and options
+                // (a collection's element type, and the alias check for a type no bean
+                // produces). A single dependency is the chosen bean's own value, so its
+                // type needs no alias: fewer items make every build of the crate cheaper.
+                if p.shape != key::ParamShape::Single {
+                    alias(
+                        format_ident!("__agent_core_{}_param{}", fn_name, index),
+                        format_ident!("__Param{}", index),
+                        &p.bean_ty,
+                    );
+                }
                 params.push(ParamDesc {
                     name: p.name.clone(),
                     shape: p.shape.clone(),

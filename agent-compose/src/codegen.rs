@@ -796,8 +796,10 @@ fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
                 impl EachBeanTypeMustBeWrittenOneWay for #path::__Bean {}
             });
         }
+        // A single dependency's key is a bean's key once resolution succeeded; only
+        // collections and options can ask for a type no bean produces.
         for (index, p) in b.params.iter().enumerate() {
-            if seen.insert(p.key.clone()) {
+            if p.shape != ParamShape::Single && seen.insert(p.key.clone()) {
                 let span = span_of(&p.bean_ty);
                 let alias = format_ident!("__Param{}", index);
                 impls.push(quote_spanned! {span=>
