@@ -1,8 +1,8 @@
 //! The engine: a deterministic single-agent loop over an already-composed graph.
 //!
-//! An [`Engine`] holds a [`ModelProvider`], a [`ToolPlanSource`](crate::stage::ToolPlanSource), an [`IdSource`], a
-//! [`Clock`], an interaction [`Broker`] and optional [`Observer`]s. It is not a container:
-//! everything it runs was built by `compose!` (or by hand) before.
+//! An [`Engine`] holds a [`ModelProvider`], its [`ToolPlans`], an [`IdSource`], a [`Clock`],
+//! an interaction [`Broker`] and optional [`Observer`]s. It is not a container: everything
+//! it runs was built by `compose!` (or by hand) before.
 //!
 //! A run starts transactionally: [`Engine::prepare`] validates the input, leases the current
 //! tool plan, allocates the run id and builds an unpublished event log, with no event, task
