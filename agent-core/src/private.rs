@@ -115,6 +115,7 @@ impl Builder {
     /// the hot path; `Err` with the future to await when an override is set or the factory
     /// failed (rollback), so the generated code awaits only on those cold paths. The
     /// override is only taken out when it is set.
+    #[inline]
     pub fn bean_now<T, F>(
         &mut self,
         bean: &'static str,
@@ -126,17 +127,17 @@ impl Builder {
         F: FnOnce() -> Result<Managed<T>, BoxError>,
     {
         if replacement.is_set() {
-            let replacement = std::mem::take(replacement);
-            return Err(Box::pin(self.replace(bean, replacement)));
+            return Err(self.replace_later(bean, replacement));
         }
         match factory() {
             Ok(managed) => Ok(self.register(bean, managed)),
-            Err(error) => Err(Box::pin(async move { Err(self.fail(bean, error).await) })),
+            Err(error) => Err(self.fail_later(bean, error)),
         }
     }
 
     /// [`bean_now`](Self::bean_now) for a factory that returns its value directly: it can
     /// neither fail nor register a cleanup.
+    #[inline]
     pub fn plain_now<T, F>(
         &mut self,
         bean: &'static str,
@@ -148,13 +149,38 @@ impl Builder {
         F: FnOnce() -> T,
     {
         if replacement.is_set() {
-            let replacement = std::mem::take(replacement);
-            return Err(Box::pin(self.replace(bean, replacement)));
+            return Err(self.replace_later(bean, replacement));
         }
         Ok(factory())
     }
 
+    /// The override path of the `*_now` builders, kept out of line so their hot path inlines
+    /// into the generated stage.
+    #[cold]
+    #[inline(never)]
+    fn replace_later<T: Send + 'static>(
+        &mut self,
+        bean: &'static str,
+        replacement: &mut Override<T>,
+    ) -> BoxFuture<'_, Result<T, BuildError>> {
+        let replacement = std::mem::take(replacement);
+        Box::pin(self.replace(bean, replacement))
+    }
+
+    /// The rollback path of [`bean_now`](Self::bean_now), out of line like
+    /// [`replace_later`](Self::replace_later).
+    #[cold]
+    #[inline(never)]
+    fn fail_later<T: Send + 'static>(
+        &mut self,
+        bean: &'static str,
+        error: BoxError,
+    ) -> BoxFuture<'_, Result<T, BuildError>> {
+        Box::pin(async move { Err(self.fail(bean, error).await) })
+    }
+
     /// Registers a built bean's cleanup and returns its value.
+    #[inline]
     fn register<T>(&mut self, bean: &'static str, managed: Managed<T>) -> T {
         let (value, cleanup) = managed.into_parts();
         if let Some(cleanup) = cleanup {
@@ -195,12 +221,12 @@ impl Builder {
     /// Hands the registered cleanups to the application.
     pub fn finish(self) -> Lifecycle {
         Lifecycle {
-            left: Mutex::new(Left {
+            phase: Mutex::new(Phase::Idle(Left {
                 pending: self.cleanups,
                 running: None,
                 failures: Vec::new(),
-            }),
-            outcome: tokio::sync::OnceCell::new(),
+            })),
+            changed: tokio::sync::Notify::new(),
         }
     }
 }
@@ -218,20 +244,36 @@ struct Left {
 
 /// The cleanups of a built application; `stop` runs them once.
 pub struct Lifecycle {
-    left: Mutex<Left>,
-    outcome: tokio::sync::OnceCell<Result<(), StopError>>,
+    phase: Mutex<Phase>,
+    /// Wakes callers waiting for a running stop, when it finished or was cancelled.
+    changed: tokio::sync::Notify,
+}
+
+/// Where stopping stands. A plain lock and a notification instead of an async once-cell:
+/// the usual single `stop` then costs one lock to start and one to finish.
+enum Phase {
+    /// Not stopped yet, or the last stopping caller was cancelled: what is left to do.
+    Idle(Left),
+    /// One caller is running the cleanups; `waiting` when another caller waits for it.
+    Running { waiting: bool },
+    /// Every cleanup ran; every later caller gets this outcome.
+    Stopped(Result<(), StopError>),
 }
 
 /// The work a `stop` call took over; if that call is dropped mid-way, whatever is left goes
 /// back for the next caller, so no cleanup runs twice and no failure is lost.
 struct Stopping<'a> {
-    slot: &'a Mutex<Left>,
+    lifecycle: &'a Lifecycle,
     left: Left,
+    finished: bool,
 }
 
 impl Drop for Stopping<'_> {
     fn drop(&mut self) {
-        *lock(self.slot) = std::mem::take(&mut self.left);
+        if !self.finished {
+            let left = std::mem::take(&mut self.left);
+            self.lifecycle.settle(Phase::Idle(left));
+        }
     }
 }
 
@@ -246,51 +288,89 @@ impl Lifecycle {
     /// midway, the next caller finishes the interrupted cleanup and continues with the rest;
     /// no cleanup runs twice and no failure is lost.
     pub async fn stop(&self) -> Result<(), StopError> {
-        self.outcome
-            .get_or_init(|| async {
-                // One lock to take the work over; none per cleanup.
-                let mut stopping = Stopping {
-                    slot: &self.left,
-                    left: std::mem::take(&mut *lock(&self.left)),
-                };
-                loop {
-                    let left = &mut stopping.left;
-                    if left.running.is_none() {
-                        left.running = left.pending.pop().map(|(bean, cleanup)| (bean, cleanup()));
+        loop {
+            let taken = {
+                let mut phase = lock(&self.phase);
+                match &mut *phase {
+                    Phase::Stopped(outcome) => return outcome.clone(),
+                    Phase::Idle(left) => {
+                        let left = std::mem::take(left);
+                        *phase = Phase::Running { waiting: false };
+                        Some(left)
                     }
-                    let Some((bean, future)) = left.running.as_mut() else {
-                        break;
-                    };
-                    let (bean, result) = (*bean, future.as_mut().await);
-                    let left = &mut stopping.left;
-                    left.running = None;
-                    if let Err(e) = result {
-                        left.failures.push(CleanupFailure::new(bean, e));
+                    Phase::Running { waiting } => {
+                        *waiting = true;
+                        None
                     }
                 }
-                let failures = std::mem::take(&mut stopping.left.failures);
-                if failures.is_empty() {
-                    Ok(())
-                } else {
-                    Err(StopError::new(failures))
-                }
-            })
-            .await
-            .clone()
+            };
+            if let Some(left) = taken {
+                return self.run(left).await;
+            }
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            // Register, then look again: a change in between is then never missed.
+            changed.as_mut().enable();
+            if matches!(*lock(&self.phase), Phase::Running { .. }) {
+                changed.await;
+            }
+        }
+    }
+
+    /// Runs what `left` holds, then records the outcome for every later caller.
+    async fn run(&self, left: Left) -> Result<(), StopError> {
+        let mut stopping = Stopping {
+            lifecycle: self,
+            left,
+            finished: false,
+        };
+        loop {
+            let left = &mut stopping.left;
+            if left.running.is_none() {
+                left.running = left.pending.pop().map(|(bean, cleanup)| (bean, cleanup()));
+            }
+            let Some((bean, future)) = left.running.as_mut() else {
+                break;
+            };
+            let (bean, result) = (*bean, future.as_mut().await);
+            let left = &mut stopping.left;
+            left.running = None;
+            if let Err(e) = result {
+                left.failures.push(CleanupFailure::new(bean, e));
+            }
+        }
+        let failures = std::mem::take(&mut stopping.left.failures);
+        let outcome = if failures.is_empty() {
+            Ok(())
+        } else {
+            Err(StopError::new(failures))
+        };
+        stopping.finished = true;
+        self.settle(Phase::Stopped(outcome.clone()));
+        outcome
+    }
+
+    /// Leaves the running phase for `next`, waking waiters if there are any.
+    fn settle(&self, next: Phase) {
+        let previous = std::mem::replace(&mut *lock(&self.phase), next);
+        if matches!(previous, Phase::Running { waiting: true }) {
+            self.changed.notify_waiters();
+        }
     }
 }
 
 impl std::fmt::Debug for Lifecycle {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let pending = self
-            .left
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pending
-            .len();
+        let phase = lock(&self.phase);
+        let (pending, stopped) = match &*phase {
+            Phase::Idle(left) => (left.pending.len(), false),
+            Phase::Running { .. } => (0, false),
+            Phase::Stopped(_) => (0, true),
+        };
+        drop(phase);
         f.debug_struct("Lifecycle")
             .field("pending_cleanups", &pending)
-            .field("stopped", &self.outcome.initialized())
+            .field("stopped", &stopped)
             .finish()
     }
 }

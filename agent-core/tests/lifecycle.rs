@@ -1,7 +1,7 @@
 //! Construction, rollback and stop semantics of generated graphs, driven through the same
 //! runtime calls the generated code makes.
 
-use agent_core::__private::{Builder, from_plain, from_result};
+use agent_core::__private::{Builder, Lifecycle, from_plain, from_result};
 use agent_core::compose::{BoxError, Managed, Override};
 use std::error::Error as _;
 use std::sync::{Arc, Mutex};
@@ -144,4 +144,87 @@ async fn a_cancelled_stop_is_resumed_by_the_next_caller() {
     assert_eq!(entries(&log), ["slow", "a"]);
     lifecycle.stop().await.unwrap();
     assert_eq!(entries(&log), ["slow", "a"]);
+}
+
+/// A lifecycle with one cleanup, `gated`, that waits for the returned sender before it logs
+/// and fails.
+fn gated_lifecycle(log: &Log) -> (Lifecycle, tokio::sync::oneshot::Sender<()>) {
+    let (release, gate) = tokio::sync::oneshot::channel::<()>();
+    let gate = Arc::new(tokio::sync::Mutex::new(Some(gate)));
+    let gated_log = log.clone();
+    let gated = Managed::new(1u32).with_cleanup(move || async move {
+        let gate = gate.lock().await.take();
+        if let Some(gate) = gate {
+            let _ = gate.await;
+        }
+        gated_log.lock().unwrap().push("gated".into());
+        Err::<(), BoxError>("gated cleanup failed".into())
+    });
+    let mut builder = Builder::new();
+    let value = builder
+        .bean_now("gated", &mut Override::default(), || Ok(gated))
+        .unwrap_or_else(|_| panic!("no override, no failure"));
+    assert_eq!(value, 1);
+    (builder.finish(), release)
+}
+
+#[tokio::test]
+async fn concurrent_callers_share_one_run_and_its_outcome() {
+    let log = Log::default();
+    let (lifecycle, release) = gated_lifecycle(&log);
+    let both = async {
+        tokio::join!(lifecycle.stop(), lifecycle.stop(), async {
+            // Both callers are parked by now: the first on the gate, the second on the first.
+            tokio::task::yield_now().await;
+            release.send(()).unwrap();
+        })
+    };
+    let (first, second, ()) = tokio::time::timeout(std::time::Duration::from_secs(10), both)
+        .await
+        .expect("the waiting caller is woken when the run finishes");
+    for outcome in [first, second] {
+        let failures: Vec<&str> = outcome
+            .as_ref()
+            .unwrap_err()
+            .failures()
+            .iter()
+            .map(|f| f.bean())
+            .collect();
+        assert_eq!(failures, ["gated"]);
+    }
+    assert_eq!(entries(&log), ["gated"], "the cleanup ran once");
+    assert!(format!("{lifecycle:?}").contains("stopped: true"));
+}
+
+#[tokio::test]
+async fn a_waiting_caller_takes_over_when_the_running_one_is_cancelled() {
+    let log = Log::default();
+    let (lifecycle, release) = gated_lifecycle(&log);
+    // Boxed, so that dropping it really drops (cancels) the call.
+    let mut running = Box::pin(lifecycle.stop());
+    let waiting = lifecycle.stop();
+    tokio::pin!(waiting);
+    // The first caller starts the cleanup; the second finds it running and waits.
+    assert!(futures_poll_once(running.as_mut()).await.is_none());
+    assert!(futures_poll_once(waiting.as_mut()).await.is_none());
+    // Cancel the first caller; the waiter must be woken and finish the cleanup.
+    drop(running);
+    release.send(()).unwrap();
+    let outcome = tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+        .await
+        .expect("the waiting caller is woken and finishes");
+    assert_eq!(outcome.unwrap_err().failures().len(), 1);
+    assert_eq!(entries(&log), ["gated"]);
+}
+
+/// Polls `future` once: `Some` with its output if it finished.
+async fn futures_poll_once<F: std::future::Future + Unpin>(future: F) -> Option<F::Output> {
+    let mut future = future;
+    std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(match std::pin::Pin::new(&mut future).poll(cx) {
+            std::task::Poll::Ready(output) => Some(output),
+            std::task::Poll::Pending => None,
+        })
+    })
+    .await
 }
