@@ -109,8 +109,6 @@ async fn stop_runs_once_and_reports_failures_in_order() {
 #[tokio::test]
 async fn a_cancelled_stop_is_resumed_by_the_next_caller() {
     let log = Log::default();
-    let (release, gate) = tokio::sync::oneshot::channel::<()>();
-    let gate = Arc::new(tokio::sync::Mutex::new(Some(gate)));
     let mut builder = Builder::new();
     builder
         .bean("a", Override::default(), async {
@@ -118,15 +116,7 @@ async fn a_cancelled_stop_is_resumed_by_the_next_caller() {
         })
         .await
         .unwrap();
-    let slow_log = log.clone();
-    let slow = Managed::new(2u32).with_cleanup(move || async move {
-        let gate = gate.lock().await.take();
-        if let Some(gate) = gate {
-            let _ = gate.await;
-        }
-        slow_log.lock().unwrap().push("slow".into());
-        Ok(())
-    });
+    let (slow, release) = gated(&log, "slow", false);
     builder
         .bean("slow", Override::default(), async {
             Ok::<_, BoxError>(slow)
@@ -146,23 +136,37 @@ async fn a_cancelled_stop_is_resumed_by_the_next_caller() {
     assert_eq!(entries(&log), ["slow", "a"]);
 }
 
-/// A lifecycle with one cleanup, `gated`, that waits for the returned sender before it logs
-/// and fails.
-fn gated_lifecycle(log: &Log) -> (Lifecycle, tokio::sync::oneshot::Sender<()>) {
+/// A bean whose cleanup waits until the returned sender fires or is dropped, then logs
+/// `name` and fails if `fails`.
+fn gated(
+    log: &Log,
+    name: &'static str,
+    fails: bool,
+) -> (Managed<u32>, tokio::sync::oneshot::Sender<()>) {
     let (release, gate) = tokio::sync::oneshot::channel::<()>();
     let gate = Arc::new(tokio::sync::Mutex::new(Some(gate)));
-    let gated_log = log.clone();
-    let gated = Managed::new(1u32).with_cleanup(move || async move {
+    let log = log.clone();
+    let managed = Managed::new(1u32).with_cleanup(move || async move {
         let gate = gate.lock().await.take();
         if let Some(gate) = gate {
             let _ = gate.await;
         }
-        gated_log.lock().unwrap().push("gated".into());
-        Err::<(), BoxError>("gated cleanup failed".into())
+        log.lock().unwrap().push(name.into());
+        if fails {
+            Err(format!("{name} cleanup failed").into())
+        } else {
+            Ok(())
+        }
     });
+    (managed, release)
+}
+
+/// A lifecycle with one failing cleanup, `gated`, that waits for the returned sender.
+fn gated_lifecycle(log: &Log) -> (Lifecycle, tokio::sync::oneshot::Sender<()>) {
+    let (managed, release) = gated(log, "gated", true);
     let mut builder = Builder::new();
     let value = builder
-        .bean_now("gated", &mut Override::default(), || Ok(gated))
+        .bean_now("gated", &mut Override::default(), || Ok(managed))
         .unwrap_or_else(|_| panic!("no override, no failure"));
     assert_eq!(value, 1);
     (builder.finish(), release)
