@@ -584,14 +584,22 @@ fn construct(
                 )
                 .await?;
         }
-    } else {
-        let now = if bean.form == Form::Plain {
-            quote!(plain_now(#name, &mut overrides.#field, || #call))
-        } else {
-            quote!(bean_now(#name, &mut overrides.#field, || ::agent_core::__private::#adapter(#call)))
-        };
+    } else if bean.form == Form::Plain {
+        // No closure per bean: each would be a body of its own for rustc to check.
         quote! {
-            let #local: #output = match __builder.#now {
+            let #local: #output = if overrides.#field.is_set() {
+                __builder.replaced(#name, &mut overrides.#field).await?
+            } else {
+                #call
+            };
+        }
+    } else {
+        quote! {
+            let #local: #output = match if overrides.#field.is_set() {
+                ::core::result::Result::Err(__builder.replaced(#name, &mut overrides.#field))
+            } else {
+                __builder.built(#name, ::agent_core::__private::#adapter(#call))
+            } {
                 ::core::result::Result::Ok(value) => value,
                 ::core::result::Result::Err(cold) => cold.await?,
             };

@@ -113,8 +113,9 @@ impl Builder {
 
     /// Builds one bean from a synchronous factory without awaiting: `Ok` with the value on
     /// the hot path; `Err` with the future to await when an override is set or the factory
-    /// failed (rollback), so the generated code awaits only on those cold paths. The
-    /// override is only taken out when it is set.
+    /// failed (rollback). Generated code spells the same steps out with
+    /// [`replaced`](Self::replaced) and [`built`](Self::built), so that it needs no closure
+    /// per bean.
     #[inline]
     pub fn bean_now<T, F>(
         &mut self,
@@ -127,38 +128,16 @@ impl Builder {
         F: FnOnce() -> Result<Managed<T>, BoxError>,
     {
         if replacement.is_set() {
-            return Err(self.replace_later(bean, replacement));
+            return Err(self.replaced(bean, replacement));
         }
-        match factory() {
-            Ok(managed) => Ok(self.register(bean, managed)),
-            Err(error) => Err(self.fail_later(bean, error)),
-        }
+        self.built(bean, factory())
     }
 
-    /// [`bean_now`](Self::bean_now) for a factory that returns its value directly: it can
-    /// neither fail nor register a cleanup.
-    #[inline]
-    pub fn plain_now<T, F>(
-        &mut self,
-        bean: &'static str,
-        replacement: &mut Override<T>,
-        factory: F,
-    ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> T,
-    {
-        if replacement.is_set() {
-            return Err(self.replace_later(bean, replacement));
-        }
-        Ok(factory())
-    }
-
-    /// The override path of the `*_now` builders, kept out of line so their hot path inlines
-    /// into the generated stage.
+    /// Builds `bean` from its override, which must be set (the cold path of a synchronous
+    /// factory; kept out of line so the hot path stays small).
     #[cold]
     #[inline(never)]
-    fn replace_later<T: Send + 'static>(
+    pub fn replaced<T: Send + 'static>(
         &mut self,
         bean: &'static str,
         replacement: &mut Override<T>,
@@ -167,8 +146,22 @@ impl Builder {
         Box::pin(self.replace(bean, replacement))
     }
 
-    /// The rollback path of [`bean_now`](Self::bean_now), out of line like
-    /// [`replace_later`](Self::replace_later).
+    /// Registers what a synchronous factory returned: `Ok` with the value, or `Err` with
+    /// the rollback to await.
+    #[inline]
+    pub fn built<T: Send + 'static>(
+        &mut self,
+        bean: &'static str,
+        result: Result<Managed<T>, BoxError>,
+    ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>> {
+        match result {
+            Ok(managed) => Ok(self.register(bean, managed)),
+            Err(error) => Err(self.fail_later(bean, error)),
+        }
+    }
+
+    /// The rollback path of [`built`](Self::built), out of line like
+    /// [`replaced`](Self::replaced).
     #[cold]
     #[inline(never)]
     fn fail_later<T: Send + 'static>(
