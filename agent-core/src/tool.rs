@@ -520,7 +520,15 @@ fn check_input_schema(name: &str, schema: &Value) -> Result<(), DefinitionError>
     Ok(())
 }
 
-fn json_kind(value: &Value) -> &'static str {
+/// The kind of a JSON value with its article (`"a string"`, `"null"`), for messages
+/// about arguments or schemas of the wrong kind.
+///
+/// ```
+/// use agent_core::tool::json_kind;
+/// assert_eq!(json_kind(&serde_json::json!([1])), "an array");
+/// assert_eq!(json_kind(&serde_json::Value::Null), "null");
+/// ```
+pub fn json_kind(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",
