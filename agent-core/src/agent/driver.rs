@@ -627,14 +627,7 @@ async fn run_call(
         let failure = classify(shared, failure_for(error));
         if committed {
             state.round[index].progress = Progress::Started;
-            let failed = Event::ToolFailed {
-                call_id,
-                name,
-                code: failure.code,
-                state: None,
-                retry: None,
-            };
-            let _ = shared.emit(failed, true).await;
+            emit_tool_failed(shared, call_id, name, failure.code, None).await;
         }
         return Err(failure);
     }
@@ -642,14 +635,15 @@ async fn run_call(
     if facts.is_none() {
         state.round[index].progress =
             Progress::Failed(ExecutionState::Definitive, RetryDisposition::Never);
-        let failed = Event::ToolFailed {
+        let definitive = (ExecutionState::Definitive, RetryDisposition::Never);
+        emit_tool_failed(
+            shared,
             call_id,
-            name: name.clone(),
-            code: FailureCode::UndeclaredTool,
-            state: Some(ExecutionState::Definitive),
-            retry: Some(RetryDisposition::Never),
-        };
-        let _ = shared.emit(failed, true).await;
+            name.clone(),
+            FailureCode::UndeclaredTool,
+            Some(definitive),
+        )
+        .await;
         return Err(Failure::with(
             FailureCode::UndeclaredTool,
             UndeclaredTool(name),
@@ -673,14 +667,7 @@ async fn run_call(
     // without the tool or guard being able to tell; such a failure fails the call and the run.
     if let Some(failure) = shared.take_emission_failure() {
         let failure = classify(shared, failure);
-        let failed = Event::ToolFailed {
-            call_id,
-            name,
-            code: failure.code,
-            state: None,
-            retry: None,
-        };
-        let _ = shared.emit(failed, true).await;
+        emit_tool_failed(shared, call_id, name, failure.code, None).await;
         return Err(failure);
     }
     match outcome {
@@ -722,28 +709,34 @@ async fn run_call(
             } else {
                 FailureCode::ToolFailed
             };
-            let failed = Event::ToolFailed {
-                call_id,
-                name,
-                code,
-                state: execution.map(|e| e.state()),
-                retry: execution.map(|e| e.retry()),
-            };
-            let _ = shared.emit(failed, true).await;
+            let execution = execution.map(|e| (e.state(), e.retry()));
+            emit_tool_failed(shared, call_id, name, code, execution).await;
             Err(Failure::with(code, error))
         }
         Err(()) => {
-            let failed = Event::ToolFailed {
-                call_id,
-                name,
-                code: FailureCode::Panicked,
-                state: None,
-                retry: None,
-            };
-            let _ = shared.emit(failed, true).await;
+            emit_tool_failed(shared, call_id, name, FailureCode::Panicked, None).await;
             Err(Failure::new(FailureCode::Panicked))
         }
     }
+}
+
+/// Closes a started call with `tool.failed`, detached and best effort: what the run does
+/// next (its failure, or the model's problem result) does not depend on this event.
+async fn emit_tool_failed(
+    shared: &RunShared,
+    call_id: String,
+    name: String,
+    code: FailureCode,
+    execution: Option<(ExecutionState, RetryDisposition)>,
+) {
+    let failed = Event::ToolFailed {
+        call_id,
+        name,
+        code,
+        state: execution.map(|(state, _)| state),
+        retry: execution.map(|(_, retry)| retry),
+    };
+    let _ = shared.emit(failed, true).await;
 }
 
 /// Finishes the tool round a resumed snapshot left open: runs what may run, and tells the
