@@ -3,6 +3,9 @@
 //! `gen-graph` writes (single dependencies on earlier beans, plugins collected into `Vec` and
 //! `BTreeMap` parameters, a qualified plugin, a fallback/normal/primary contract).
 //!
+//! The `attribute` group times one `#[bean]` expansion on factories of the same shapes, the
+//! work rustc repeats for every annotated factory on every build of the crate.
+//!
 //! `cargo bench -p agent-compose --bench expansion`
 
 use agent_compose::BeanKind;
@@ -121,5 +124,63 @@ fn expansion(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, expansion);
+/// Factories shaped like the ones `gen-graph` writes: a plain one with one dependency, an
+/// async managed one with three dependencies, and one taking a collection and a qualified
+/// plugin.
+const FACTORIES: [(&str, &str); 3] = [
+    (
+        "plain",
+        "pub fn bean_32(t23: Arc<T23>) -> Arc<T32> {
+            let value: Arc<T32> = Arc::new(T32(Node::new(32).dep(&t23.0)));
+            value
+        }",
+    ),
+    (
+        "async_managed",
+        "pub async fn bean_31(t16: Arc<T16>, t28: Arc<T28>, config: Arc<Config>) -> Result<Managed<Arc<T31>>, GenError> {
+            fail_point(31)?;
+            let value: Arc<T31> = Arc::new(T31(Node::new(31).dep(&t16.0).dep(&t28.0).config(&config)));
+            Ok(Managed::new(value).with_cleanup(|| async {
+                cleaned(31);
+                Ok(())
+            }))
+        }",
+    ),
+    (
+        "collections",
+        "pub fn bean_34(by_name: BTreeMap<String, Arc<dyn Plugin>>, #[qualifier(\"selected\")] selected: Arc<dyn Plugin>) -> Managed<Arc<T34>> {
+            let value: Arc<T34> = Arc::new(T34(Node::new(34).map(&by_name).selected(&*selected)));
+            Managed::new(value).with_cleanup(|| async {
+                cleaned(34);
+                Ok(())
+            })
+        }",
+    ),
+];
+
+fn attribute(c: &mut Criterion) {
+    let mut group = c.benchmark_group("attribute");
+    for (shape, source) in FACTORIES {
+        let item: TokenStream = source.parse().expect("factory");
+        let output =
+            agent_compose::bean_attribute(BeanKind::Bean, TokenStream::new(), item.clone())
+                .to_string();
+        assert!(
+            !output.contains("compile_error"),
+            "the factory is accepted: {output}"
+        );
+        group.bench_with_input(BenchmarkId::from_parameter(shape), &item, |b, item| {
+            b.iter(|| {
+                agent_compose::bean_attribute(
+                    BeanKind::Bean,
+                    TokenStream::new(),
+                    black_box(item.clone()),
+                )
+            });
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, expansion, attribute);
 criterion_main!(benches);

@@ -280,7 +280,8 @@ fn render(analysis: Analysis) -> TokenStream {
         &descriptor.location,
     );
     let fields = descriptor.fields();
-    let chain = crate::chain::descriptor_macro(&export, &quote!({ path = { $($me)* } #fields }));
+    let me = crate::chain::me();
+    let chain = crate::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
     let compile_errors = errors.to_compile_errors();
     quote! {
         #compile_errors

@@ -284,24 +284,55 @@ impl Parse for ParamDesc {
     }
 }
 
+/// Reads `path = { ... } agent_core_descriptor_v2`, the part every reader of a descriptor
+/// checks: the path must be one and the version must be this one.
+fn path_and_tag(input: ParseStream<'_>) -> syn::Result<(TokenStream, Ident)> {
+    field(input, "path")?;
+    let path = braced_tokens(input)?;
+    syn::parse::Parser::parse2(syn::Path::parse_mod_style, path.clone()).map_err(|e| {
+        syn::Error::new(e.span(), format!("a `compose!` entry must be a path: {e}"))
+    })?;
+    let tag = ident_value(input)?;
+    if tag != TAG {
+        return Err(syn::Error::new(
+            tag.span(),
+            "this descriptor was written by an incompatible version of agent-core; use one agent-core version in the whole build",
+        ));
+    }
+    Ok((path, tag))
+}
+
+/// A descriptor that a stage or a bean set passes on: its path, which the set rewrites, and
+/// its fields as written. Only the application's finisher parses the fields; doing it at
+/// every set too cost as much as parsing them in `compose!`.
+pub struct Forwarded {
+    /// The tokens inside `path = { ... }`.
+    pub path: TokenStream,
+    /// Everything after the path, starting with the version tag, untouched.
+    pub fields: TokenStream,
+}
+
+impl Parse for Forwarded {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let content;
+        syn::braced!(content in input);
+        let input = &content;
+        let (path, tag) = path_and_tag(input)?;
+        let rest: TokenStream = input.parse()?;
+        Ok(Forwarded {
+            path,
+            fields: quote!(#tag #rest),
+        })
+    }
+}
+
 impl Parse for Descriptor {
     /// Parses `{ path = { ... } agent_core_descriptor_v2 ... }`.
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let content;
         syn::braced!(content in input);
         let input = &content;
-        field(input, "path")?;
-        let path = braced_tokens(input)?;
-        syn::parse::Parser::parse2(syn::Path::parse_mod_style, path.clone()).map_err(|e| {
-            syn::Error::new(e.span(), format!("a `compose!` entry must be a path: {e}"))
-        })?;
-        let tag = ident_value(input)?;
-        if tag != TAG {
-            return Err(syn::Error::new(
-                tag.span(),
-                "this descriptor was written by an incompatible version of agent-core; use one agent-core version in the whole build",
-            ));
-        }
+        let (path, _tag) = path_and_tag(input)?;
         field(input, "kind")?;
         let kind_ident = ident_value(input)?;
         let kind = BeanKind::parse(&kind_ident.to_string())

@@ -101,10 +101,6 @@ impl syn::parse::Parse for Finish {
 /// [`compose_finish`] with the current crate given explicitly (for tests).
 pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
     let parsed = chain::read_finished(input).and_then(|finished| {
-        let mut beans = Vec::with_capacity(finished.descriptors.len());
-        for descriptor in finished.descriptors {
-            beans.push(syn::parse2::<descriptor::Descriptor>(descriptor)?);
-        }
         let finish = Parser::parse2(
             |input: ParseStream<'_>| {
                 let finish: Finish = input.parse()?;
@@ -115,19 +111,34 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
             },
             finished.header,
         )?;
-        Ok((beans, finish))
+        Ok((finished.descriptors, finish))
     });
-    let (beans, finish) = match parsed {
+    let (descriptors, finish) = match parsed {
         Ok(v) => v,
         Err(e) => return diag::syntax(e).to_compile_error(),
     };
     let header = match finish {
         Finish::App(header) => header,
-        Finish::Stage(name) => return chain::stage(&name, &braced(&beans, |d| d.path.clone())),
-        Finish::Set(export, entries) => {
-            let descriptors = braced(&beans, |d| set::member_path(&d.path, &entries));
-            return chain::descriptor_macro(&export, &descriptors);
+        Finish::Stage(name) => {
+            return match forward(descriptors, |path| path.clone()) {
+                Ok(descriptors) => chain::stage(&name, &descriptors),
+                Err(e) => diag::syntax(e).to_compile_error(),
+            };
         }
+        Finish::Set(export, entries) => {
+            return match forward(descriptors, |path| set::member_path(path, &entries)) {
+                Ok(descriptors) => chain::descriptor_macro(&export, &descriptors),
+                Err(e) => diag::syntax(e).to_compile_error(),
+            };
+        }
+    };
+    let beans = match descriptors
+        .into_iter()
+        .map(syn::parse2::<descriptor::Descriptor>)
+        .collect::<syn::Result<Vec<_>>>()
+    {
+        Ok(beans) => beans,
+        Err(e) => return diag::syntax(e).to_compile_error(),
     };
     if beans.iter().any(|b| b.poisoned) {
         // The attribute already reported the mistake; stay quiet and keep names resolvable.
@@ -143,17 +154,67 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
     }
 }
 
-/// Re-emits descriptors as `{ path = { <path> } fields }` groups.
-fn braced(
-    beans: &[descriptor::Descriptor],
-    path: impl Fn(&descriptor::Descriptor) -> TokenStream,
-) -> TokenStream {
-    beans
-        .iter()
-        .map(|d| {
-            let path = path(d);
-            let fields = d.fields();
-            quote::quote!({ path = { #path } #fields })
-        })
-        .collect()
+/// Re-emits descriptors as `{ path = { <path> } fields }` groups, the fields as written.
+fn forward(
+    descriptors: Vec<TokenStream>,
+    path: impl Fn(&TokenStream) -> TokenStream,
+) -> syn::Result<TokenStream> {
+    let mut out = TokenStream::new();
+    for descriptor in descriptors {
+        let forwarded = syn::parse2::<descriptor::Forwarded>(descriptor)?;
+        let path = path(&forwarded.path);
+        let fields = forwarded.fields;
+        out.extend(quote::quote!({ path = { #path } #fields }));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use quote::quote;
+
+    /// What `bean_set! { pub tools = [read]; }` hands its finisher, with `fields` after the
+    /// member's path.
+    fn set_input(fields: TokenStream) -> TokenStream {
+        chain::finisher_input(
+            quote!({ path = { read } #fields }),
+            quote!(@set __export [ { read } ]),
+        )
+    }
+
+    #[test]
+    fn a_set_passes_its_members_fields_on_as_written() {
+        // Fields only `compose!` reads: a set re-paths the member and copies the rest.
+        let fields = quote!(agent_core_descriptor_v2 kind = tool fn = read unknown_field = [1 2]);
+        let out = finish(set_input(fields), "app").to_string();
+        assert!(
+            out.contains(
+                "{ path = { $ ($ me) * :: read } agent_core_descriptor_v2 kind = tool fn = read unknown_field = [1 2] }"
+            ),
+            "{out}"
+        );
+        assert!(!out.contains("compile_error"), "{out}");
+    }
+
+    #[test]
+    fn a_set_still_rejects_another_versions_descriptor() {
+        let out = finish(
+            set_input(quote!(agent_core_descriptor_v1 kind = bean)),
+            "app",
+        );
+        let out = out.to_string();
+        assert!(out.contains("compile_error"), "{out}");
+        assert!(out.contains("incompatible version"), "{out}");
+    }
+
+    #[test]
+    fn the_application_still_parses_every_field() {
+        let input = chain::finisher_input(
+            quote!({ path = { read } agent_core_descriptor_v2 kind = tool fn = read unknown_field = 1 }),
+            quote!(pub struct App),
+        );
+        let out = finish(input, "app").to_string();
+        assert!(out.contains("compile_error"), "{out}");
+    }
 }

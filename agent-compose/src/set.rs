@@ -144,7 +144,8 @@ pub fn member_path(path: &TokenStream, entries: &[Path]) -> TokenStream {
         .into_iter()
         .chain(below)
         .map(|s| proc_macro2::Ident::new(&s, proc_macro2::Span::call_site()));
-    quote!($($me)* #(:: #names)*)
+    let me = crate::chain::me();
+    quote!(#me #(:: #names)*)
 }
 
 /// Visibility of the re-exports inside the set module: wide enough for whoever can see the
