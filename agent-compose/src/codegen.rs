@@ -561,49 +561,34 @@ fn construct(
     } else {
         call
     };
-    let adapter = format_ident!(
-        "{}",
-        match bean.form {
-            Form::Plain => "from_plain",
-            Form::Result => "from_result",
-            Form::Managed => "from_managed",
-            Form::ResultManaged => "from_result_managed",
-        }
-    );
-    // One `.await` per bean: the generated state machine of a stage grows with the number of
-    // await points times the values live across them, so inlining the cold paths (override,
-    // rollback) as separate awaits would cost compile time for no run-time gain. A
-    // synchronous factory is called directly; only its cold paths are awaited.
-    if bean.is_async {
-        quote! {
-            let #local: #output = __builder
-                .bean(
-                    #name,
-                    ::core::mem::take(&mut overrides.#field),
-                    async { ::agent_core::__private::#adapter(#call) },
-                )
-                .await?;
-        }
-    } else if bean.form == Form::Plain {
-        // No closure per bean: each would be a body of its own for rustc to check.
-        quote! {
-            let #local: #output = if overrides.#field.is_set() {
-                __builder.replaced(#name, &mut overrides.#field).await?
-            } else {
-                #call
+    // The factory is called inline (awaited in place when it is async) and only the cold
+    // paths, an override or a rollback, go through `Builder`'s boxed futures. No closure or
+    // `async` block per bean: each would be a body of its own for rustc to check, and for an
+    // async factory a generic `Builder` future instantiated per bean.
+    let adapter = match bean.form {
+        Form::Plain => {
+            return quote! {
+                let #local: #output = if overrides.#field.is_set() {
+                    __builder.replaced(#name, &mut overrides.#field).await?
+                } else {
+                    #call
+                };
             };
         }
-    } else {
-        quote! {
-            let #local: #output = match if overrides.#field.is_set() {
-                ::core::result::Result::Err(__builder.replaced(#name, &mut overrides.#field))
-            } else {
-                __builder.built(#name, ::agent_core::__private::#adapter(#call))
-            } {
-                ::core::result::Result::Ok(value) => value,
-                ::core::result::Result::Err(cold) => cold.await?,
-            };
-        }
+        Form::Result => "from_result",
+        Form::Managed => "from_managed",
+        Form::ResultManaged => "from_result_managed",
+    };
+    let adapter = format_ident!("{adapter}");
+    quote! {
+        let #local: #output = match if overrides.#field.is_set() {
+            ::core::result::Result::Err(__builder.replaced(#name, &mut overrides.#field))
+        } else {
+            __builder.built(#name, ::agent_core::__private::#adapter(#call))
+        } {
+            ::core::result::Result::Ok(value) => value,
+            ::core::result::Result::Err(cold) => cold.await?,
+        };
     }
 }
 

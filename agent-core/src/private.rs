@@ -100,8 +100,9 @@ impl Builder {
     where
         F: Future<Output = Result<Managed<T>, BoxError>>,
     {
-        // The cold paths are boxed so that the future of every bean, which each stage of
-        // the generated code holds in turn, carries only the factory's own state.
+        // The cold paths are boxed so that this future carries only the factory's state.
+        // (Generated code spells the same steps out with `replaced` and `built`, so that it
+        // needs no generic future per bean.)
         if replacement.is_set() {
             return Box::pin(self.replace(bean, replacement)).await;
         }
@@ -111,30 +112,8 @@ impl Builder {
         }
     }
 
-    /// Builds one bean from a synchronous factory without awaiting: `Ok` with the value on
-    /// the hot path; `Err` with the future to await when an override is set or the factory
-    /// failed (rollback). Generated code spells the same steps out with
-    /// [`replaced`](Self::replaced) and [`built`](Self::built), so that it needs no closure
-    /// per bean.
-    #[inline]
-    pub fn bean_now<T, F>(
-        &mut self,
-        bean: &'static str,
-        replacement: &mut Override<T>,
-        factory: F,
-    ) -> Result<T, BoxFuture<'_, Result<T, BuildError>>>
-    where
-        T: Send + 'static,
-        F: FnOnce() -> Result<Managed<T>, BoxError>,
-    {
-        if replacement.is_set() {
-            return Err(self.replaced(bean, replacement));
-        }
-        self.built(bean, factory())
-    }
-
-    /// Builds `bean` from its override, which must be set (the cold path of a synchronous
-    /// factory; kept out of line so the hot path stays small).
+    /// Builds `bean` from its override, which must be set (the cold path of a generated
+    /// bean; kept out of line so the hot path stays small).
     #[cold]
     #[inline(never)]
     pub fn replaced<T: Send + 'static>(
@@ -146,7 +125,7 @@ impl Builder {
         Box::pin(self.replace(bean, replacement))
     }
 
-    /// Registers what a synchronous factory returned: `Ok` with the value, or `Err` with
+    /// Registers what a factory returned: `Ok` with the value, or `Err` with
     /// the rollback to await.
     #[inline]
     pub fn built<T: Send + 'static>(

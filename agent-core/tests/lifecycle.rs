@@ -166,8 +166,8 @@ fn gated_lifecycle(log: &Log) -> (Lifecycle, tokio::sync::oneshot::Sender<()>) {
     let (managed, release) = gated(log, "gated", true);
     let mut builder = Builder::new();
     let value = builder
-        .bean_now("gated", &mut Override::default(), || Ok(managed))
-        .unwrap_or_else(|_| panic!("no override, no failure"));
+        .built("gated", Ok(managed))
+        .unwrap_or_else(|_| panic!("a success needs no rollback"));
     assert_eq!(value, 1);
     (builder.finish(), release)
 }
