@@ -90,25 +90,24 @@ impl Builder {
 
     /// Builds one bean: the override if one is set, else `factory`. On success the cleanup
     /// is registered; on failure every registered cleanup runs in reverse and the error
-    /// names `bean`.
+    /// names `bean`. The same steps as the generated code, [`replaced`](Self::replaced) or
+    /// [`built`](Self::built), for hand-written construction.
     pub async fn bean<T, F>(
         &mut self,
         bean: &'static str,
-        replacement: Override<T>,
+        mut replacement: Override<T>,
         factory: F,
     ) -> Result<T, BuildError>
     where
+        T: Send + 'static,
         F: Future<Output = Result<Managed<T>, BoxError>>,
     {
-        // The cold paths are boxed so that this future carries only the factory's state.
-        // (Generated code spells the same steps out with `replaced` and `built`, so that it
-        // needs no generic future per bean.)
         if replacement.is_set() {
-            return Box::pin(self.replace(bean, replacement)).await;
+            return self.replaced(bean, &mut replacement).await;
         }
-        match factory.await {
-            Ok(managed) => Ok(self.register(bean, managed)),
-            Err(error) => Err(Box::pin(self.fail(bean, error)).await),
+        match self.built(bean, factory.await) {
+            Ok(value) => Ok(value),
+            Err(rollback) => rollback.await,
         }
     }
 
