@@ -1,9 +1,9 @@
 //! No input, however malformed, makes the compiler panic, and mistakes come back as coded
 //! errors spanned at the offending token.
 
-use agent_compose::{
-    BeanKind, Modifier, bean, bean_attribute, bean_set, compose, finish, modifier_attribute,
-};
+use agent_compose::__testing::finish;
+use agent_compose::attr::expand as bean;
+use agent_compose::{BeanKind, Modifier, bean_attribute, bean_set, compose, modifier_attribute};
 use proc_macro2::TokenStream;
 use proptest::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -16,12 +16,13 @@
 //! * a compile-time assertion that the output fits the attribute (`#[tool]`,
 //!   `#[model_provider]`, `#[stage]`).
 
-use crate::attr::{self, BeanKind, BeanMeta, Modifier};
-use crate::descriptor::{Descriptor, ParamDesc};
+use crate::attr::args::{self as attr, BeanKind, BeanMeta, Modifier};
+use crate::attr::signature as factory;
 use crate::diag::{self, Code, Errors};
-use crate::factory;
 use crate::key;
 use crate::location;
+use crate::runtime::CratePath;
+use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
@@ -149,14 +150,15 @@ pub fn analyze(
     };
     let fn_name = function.sig.ident.to_string();
     let default_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name).to_owned();
-    attr::validate(&meta, &default_name, &mut errors);
+    attr::validate(&meta, &default_name, function.sig.ident.span(), &mut errors);
     for qualifiers in &param_qualifiers {
         attr::check_qualifiers(qualifiers, &mut errors);
     }
     let sig = factory::analyze(&function.sig, param_qualifiers, &mut errors);
     let mut domain_check = TokenStream::new();
     if let Some(sig) = &sig {
-        domain_check = output_check(kind, &sig.value, &mut errors);
+        let krate = meta.krate.clone().map(|(path, _)| path).unwrap_or_default();
+        domain_check = output_check(kind, &sig.value, &krate, &mut errors);
     }
     let fn_ident = function.sig.ident.clone();
     let location = location::of(fn_ident.span());
@@ -280,8 +282,9 @@ fn render(analysis: Analysis) -> TokenStream {
         &descriptor.location,
     );
     let fields = descriptor.fields();
-    let me = crate::chain::me();
-    let chain = crate::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
+    let me = crate::transport::chain::me();
+    let chain =
+        crate::transport::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
     let compile_errors = errors.to_compile_errors();
     quote! {
         #compile_errors
@@ -334,7 +337,9 @@ fn consume_fn_attrs(
     for attr in attrs {
         let name = attr::attr_name(&attr).unwrap_or_default();
         if let Some(modifier) = Modifier::parse(&name) {
-            consumed.push(attr.path().clone());
+            if !is_moved(&attr) {
+                consumed.push(attr.path().clone());
+            }
             attr::apply_modifier(modifier, &attr, meta, errors);
         } else if let Some(other) = BeanKind::parse(&name) {
             consumed.push(attr.path().clone());
@@ -392,17 +397,23 @@ fn consume_param_attrs(
 }
 
 /// The assertion that the output fits the attribute's contract.
-fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> TokenStream {
+fn output_check(
+    kind: BeanKind,
+    value: &syn::Type,
+    krate: &CratePath,
+    errors: &mut Errors,
+) -> TokenStream {
     let span = value.span();
+    let private = krate.private();
     match kind {
         BeanKind::Bean => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_bean_output::<#value>();
+            const _: () = #private::assert_bean_output::<#value>();
         },
         BeanKind::Tool => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_tool_output::<#value>();
+            const _: () = #private::assert_tool_output::<#value>();
         },
         BeanKind::ModelProvider => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_model_provider_output::<#value>();
+            const _: () = #private::assert_model_provider_output::<#value>();
         },
         BeanKind::Stage => {
             let is_arc_dyn = key::last_segment(value).is_some_and(|seg| {
@@ -421,10 +432,21 @@ fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> Token
                 return TokenStream::new();
             }
             quote_spanned! {span=>
-                const _: () = ::agent_core::__private::assert_stage_output::<#value>();
+                const _: () = #private::assert_stage_output::<#value>();
             }
         }
     }
+}
+
+/// The first path segment of a modifier that moved itself below the bean attribute. The
+/// bean attribute consumes it like any modifier but emits no `use` for its path, which
+/// names no item: rustc already resolved the path the user wrote, and a fixed path such as
+/// `::agent_core::primary` would not resolve where agent-core is renamed.
+const MOVED: &str = "__agent_core_moved";
+
+fn is_moved(attr: &Attribute) -> bool {
+    let segments = &attr.path().segments;
+    segments.len() == 2 && segments[0].ident == MOVED
 }
 
 /// Expands a modifier written above its bean attribute: it moves itself below, where the
@@ -443,10 +465,11 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
         return misplaced(modifier, quote!(#function));
     }
     let name = format_ident!("{}", modifier.as_str());
+    let marker = format_ident!("{}", MOVED);
     let moved: Attribute = if args.is_empty() {
-        syn::parse_quote!(#[::agent_core::#name])
+        syn::parse_quote!(#[#marker::#name])
     } else {
-        syn::parse_quote!(#[::agent_core::#name(#args)])
+        syn::parse_quote!(#[#marker::#name(#args)])
     };
     function.attrs.push(moved);
     quote!(#function)

@@ -1,10 +1,10 @@
 //! The resolver: selects a bean for every dependency, detects cycles and orders
 //! construction. Pure data in, data or every independent error out.
 
-use crate::descriptor::{Descriptor, ParamDesc};
 use crate::diag::{Code, Errors};
 use crate::ident;
 use crate::key::ParamShape;
+use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::Span;
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap, HashMap};

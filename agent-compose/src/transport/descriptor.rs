@@ -12,7 +12,7 @@
 //! shape, the bean type it asks for, and every key.
 
 use crate::attr::BeanKind;
-use crate::factory::Form;
+use crate::attr::signature::Form;
 use crate::key::ParamShape;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
