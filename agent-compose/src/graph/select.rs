@@ -246,7 +246,7 @@ impl Ctx<'_> {
                 Code::DuplicateCollectionName,
                 self.name_span(same[1]),
                 format!(
-                    "{}, keyed by bean name, but `{name}` names {} of them:{}\nnote: `{name}` is first the key of {}\nhelp: give each a distinct `name = \"...\"`",
+                    "{}, keyed by bean name, but `{name}` names {} of them:{}\nnote: the first with that name is {}\nhelp: give each a distinct `name = \"...\"`",
                     self.describe_param(consumer, index, param),
                     same.len(),
                     self.list(&same),
