@@ -89,6 +89,8 @@ impl Parse for Input {
 pub fn expand(input: TokenStream) -> TokenStream {
     let Input { header, entries } = match syn::parse2::<Input>(input) {
         Ok(i) => i,
+        // A coded error (a bad `crate = ...`) already says what to write.
+        Err(e) if e.to_string().starts_with('[') => return e.to_compile_error(),
         Err(e) => {
             let e = diag::syntax(syn::Error::new(
                 e.span(),

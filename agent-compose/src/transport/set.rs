@@ -61,6 +61,8 @@ impl Parse for Sets {
 pub fn expand(input: TokenStream) -> TokenStream {
     let sets = match syn::parse2::<Sets>(input) {
         Ok(s) => s,
+        // A coded error (a bad `crate = ...`) already says what to write.
+        Err(e) if e.to_string().starts_with('[') => return e.to_compile_error(),
         Err(e) => {
             let e = diag::syntax(syn::Error::new(
                 e.span(),
