@@ -142,6 +142,28 @@ const CORPUS: &[(BeanKind, &str, &str, &str, &str)] = &[
         "invalid-syntax",
         "order",
     ),
+    (
+        // The default name comes from the function: the error points at its identifier.
+        BeanKind::Bean,
+        "",
+        "fn Read() -> u8 { 1 }",
+        "invalid-name",
+        "Read",
+    ),
+    (
+        BeanKind::Bean,
+        "crate = agent, crate = other",
+        "fn f() -> u8 { 1 }",
+        "duplicate-attribute",
+        "crate",
+    ),
+    (
+        BeanKind::Bean,
+        r#"crate = "agent""#,
+        "fn f() -> u8 { 1 }",
+        "invalid-syntax",
+        r#""agent""#,
+    ),
 ];
 
 #[test]
