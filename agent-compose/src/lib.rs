@@ -18,8 +18,9 @@
 //! | generate | [`codegen`] | writes the application, its construction, manifest and coherence check, or the stub |
 //!
 //! Support modules used by every phase: [`diag`] (stable codes, error accumulation),
-//! [`ident`] (the identity grammar), [`key`] (type keys) and [`location`] (source locations as
-//! text).
+//! [`ident`] (the identity grammar), [`key`] (type keys), [`location`] (source locations as
+//! text) and [`runtime`] (the versioned path generated code reaches agent-core by, and
+//! `crate = path`).
 //!
 //! Every error carries a stable code ([`diag::Code`]) and the span of the smallest user token
 //! at fault; errors are collected, never short-circuited, and no input makes this crate

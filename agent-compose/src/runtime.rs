@@ -14,17 +14,11 @@ use syn::parse::ParseStream;
 /// The name of `agent-core`'s hidden support module for this version.
 pub const PRIVATE: &str = "__private_v0_1";
 
-/// The path of `agent-core` as generated code names it.
-#[derive(Clone, Debug)]
+/// The path of `agent-core` as generated code names it; the default is `::agent_core`.
+#[derive(Clone, Debug, Default)]
 pub struct CratePath {
     /// `None` for the default `::agent_core`.
     written: Option<syn::Path>,
-}
-
-impl Default for CratePath {
-    fn default() -> Self {
-        CratePath { written: None }
-    }
 }
 
 impl CratePath {
@@ -33,11 +27,6 @@ impl CratePath {
         CratePath {
             written: Some(path),
         }
-    }
-
-    /// Whether the user named the crate (`crate = path`).
-    pub fn is_written(&self) -> bool {
-        self.written.is_some()
     }
 
     /// Reads the value of `crate = <path>`. A string literal is refused with a hint: the

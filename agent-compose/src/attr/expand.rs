@@ -16,8 +16,8 @@
 //! * a compile-time assertion that the output fits the attribute (`#[tool]`,
 //!   `#[model_provider]`, `#[stage]`).
 
-use crate::attr::args::{self as attr, BeanKind, BeanMeta, Modifier};
-use crate::attr::signature as factory;
+use crate::attr::args::{self, BeanKind, BeanMeta, Modifier};
+use crate::attr::signature;
 use crate::diag::{self, Code, Errors};
 use crate::key;
 use crate::location;
@@ -128,7 +128,7 @@ pub fn analyze(
     };
     let mut errors = Errors::default();
     let mut meta = BeanMeta::default();
-    attr::parse_bean_args(args, &mut meta, &mut errors);
+    args::parse_bean_args(args, &mut meta, &mut errors);
     let mut consumed = Vec::new();
     function.attrs = consume_fn_attrs(
         kind,
@@ -150,11 +150,11 @@ pub fn analyze(
     };
     let fn_name = function.sig.ident.to_string();
     let default_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name).to_owned();
-    attr::validate(&meta, &default_name, function.sig.ident.span(), &mut errors);
+    args::validate(&meta, &default_name, function.sig.ident.span(), &mut errors);
     for qualifiers in &param_qualifiers {
-        attr::check_qualifiers(qualifiers, &mut errors);
+        args::check_qualifiers(qualifiers, &mut errors);
     }
-    let sig = factory::analyze(&function.sig, param_qualifiers, &mut errors);
+    let sig = signature::analyze(&function.sig, param_qualifiers, &mut errors);
     let mut domain_check = TokenStream::new();
     if let Some(sig) = &sig {
         let krate = meta.krate.clone().map(|(path, _)| path).unwrap_or_default();
@@ -208,22 +208,22 @@ pub fn analyze(
                     name: p.name.clone(),
                     shape: p.shape.clone(),
                     key: key::of(&p.bean_ty),
-                    ty: factory::tokens(&p.ty),
-                    bean_ty: factory::tokens(&p.bean_ty),
+                    ty: signature::tokens(&p.ty),
+                    bean_ty: signature::tokens(&p.bean_ty),
                     qualifiers: p.qualifiers.clone(),
                 });
             }
             (
                 sig.form,
                 sig.is_async,
-                factory::tokens(value),
+                signature::tokens(value),
                 key::of(value),
                 params,
                 aliases,
             )
         }
         None => (
-            factory::Form::Plain,
+            signature::Form::Plain,
             false,
             quote!(()),
             String::new(),
@@ -335,12 +335,12 @@ fn consume_fn_attrs(
 ) -> Vec<Attribute> {
     let mut kept = Vec::new();
     for attr in attrs {
-        let name = attr::attr_name(&attr).unwrap_or_default();
+        let name = args::attr_name(&attr).unwrap_or_default();
         if let Some(modifier) = Modifier::parse(&name) {
             if !is_moved(&attr) {
                 consumed.push(attr.path().clone());
             }
-            attr::apply_modifier(modifier, &attr, meta, errors);
+            args::apply_modifier(modifier, &attr, meta, errors);
         } else if let Some(other) = BeanKind::parse(&name) {
             consumed.push(attr.path().clone());
             errors.at(
@@ -370,10 +370,10 @@ fn consume_param_attrs(
         if let FnArg::Typed(pt) = arg {
             let mut kept = Vec::new();
             for a in std::mem::take(&mut pt.attrs) {
-                match attr::attr_name(&a).as_deref().and_then(Modifier::parse) {
+                match args::attr_name(&a).as_deref().and_then(Modifier::parse) {
                     Some(Modifier::Qualifier) => {
                         consumed.push(a.path().clone());
-                        match attr::parse_qualifier_attr(&a) {
+                        match args::parse_qualifier_attr(&a) {
                             Ok(lit) => qualifiers.push(lit),
                             Err(e) => errors.push(e),
                         }
@@ -426,7 +426,7 @@ fn output_check(
                     span,
                     format!(
                         "`#[stage]` factories must produce a trait object such as `Arc<dyn agent_core::stage::Stage<I, O>>` or `Arc<dyn YourStageTrait>`, but this one produces `{}`",
-                        key::render(&factory::tokens(value))
+                        key::render(&signature::tokens(value))
                     ),
                 );
                 return TokenStream::new();
@@ -456,7 +456,7 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
         return misplaced(modifier, item);
     };
     let has_bean_attr = function.attrs.iter().any(|a| {
-        attr::attr_name(a)
+        args::attr_name(a)
             .as_deref()
             .and_then(BeanKind::parse)
             .is_some()

@@ -5,9 +5,9 @@
 //!   `manifest` live in ([`generate`]);
 //! - [`construction`]: one `async fn` per batch of the [`ConstructionPlan`], each bean's
 //!   factory call with its override and rollback, and the argument for every parameter;
-//! - [`manifest`]: the static [`Manifest`](https://docs.rs/agent-core) of the graph;
+//! - [`manifest`]: the static `agent_core::compose::Manifest` of the graph;
 //! - [`coherence`]: the check that rejects one type written as two keys;
-//! - [`stub`]: the expansion after an error, so one mistake gives one message.
+//! - [`mod@stub`]: the expansion after an error, so one mistake gives one message.
 
 pub mod coherence;
 pub mod construction;

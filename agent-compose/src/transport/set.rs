@@ -8,7 +8,7 @@
 //! recursion however many members it has, and works across modules and crates exactly like a
 //! factory.
 
-use crate::attr::expand as bean;
+use crate::attr::expand;
 use crate::diag::{self, Code, Errors};
 use crate::location;
 use crate::runtime::CratePath;
@@ -107,7 +107,7 @@ fn expand_one(set: SetDef, crate_path: &CratePath) -> TokenStream {
         quote!(#[doc(no_inline)] #inner_vis use #path;)
     });
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
-    let export = bean::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
+    let export = expand::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
     let entries: Vec<TokenStream> = members.iter().map(|m| quote!(#m)).collect();
     let header = quote!({ @set #export [ #({ #entries })* ] });
     let chain = crate::transport::chain::run(&entries, &header, &format!("set_{name}"), crate_path);
