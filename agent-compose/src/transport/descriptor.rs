@@ -302,7 +302,7 @@ fn path_and_tag(input: ParseStream<'_>) -> syn::Result<(TokenStream, Ident)> {
     Ok((path, tag))
 }
 
-/// A descriptor that a stage or a bean set passes on: its path, which the set rewrites, and
+/// A descriptor that a relay or a bean set passes on: its path, which the set rewrites, and
 /// its fields as written. Only the application's finisher parses the fields; doing it at
 /// every set too cost as much as parsing them in `compose!`.
 pub struct Forwarded {
