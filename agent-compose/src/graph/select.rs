@@ -279,3 +279,74 @@ fn tail_key(key: &str) -> String {
     out.push_str(&word);
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::transport::descriptor::tests::sample;
+    use proc_macro2::Span;
+    use syn::{Ident, LitStr};
+
+    /// Beans of one type named `names`, none primary or fallback.
+    fn beans(names: &[&str]) -> Vec<Descriptor> {
+        names
+            .iter()
+            .map(|name| {
+                let mut b = sample();
+                b.name = LitStr::new(name, Span::call_site());
+                b.aliases.clear();
+                b.qualifiers.clear();
+                b.fallback = false;
+                b
+            })
+            .collect()
+    }
+
+    fn param(name: &str) -> ParamDesc {
+        let mut p = sample().params.remove(0);
+        p.name = Some(Ident::new(name, Span::call_site()));
+        p.qualifiers.clear();
+        p
+    }
+
+    #[test]
+    fn rule_4_drops_fallbacks_only_when_another_remains() {
+        let mut b = beans(&["a", "b"]);
+        b[0].fallback = true;
+        assert_eq!(suppress_fallbacks(&b, vec![0, 1]), [1]);
+        assert_eq!(suppress_fallbacks(&b, vec![0]), [0]);
+    }
+
+    #[test]
+    fn rule_5_keeps_primaries_only_among_several() {
+        let mut b = beans(&["a", "b", "c"]);
+        b[2].primary = true;
+        assert_eq!(prefer_primaries(&b, vec![0, 1, 2]), [2]);
+        assert_eq!(prefer_primaries(&b, vec![0, 1]), [0, 1]);
+    }
+
+    #[test]
+    fn rule_6_matches_the_parameter_name_or_keeps_all() {
+        let b = beans(&["fallback-only", "other"]);
+        assert_eq!(
+            match_parameter_name(&b, &param("fallback_only"), vec![0, 1]),
+            [0]
+        );
+        assert_eq!(match_parameter_name(&b, &param("none"), vec![0, 1]), [0, 1]);
+    }
+
+    #[test]
+    fn rules_1_and_2_filter_by_every_qualifier() {
+        let mut b = beans(&["a", "b"]);
+        b[1].qualifiers = vec![LitStr::new("fs", Span::call_site())];
+        let key = b[0].key.clone();
+        let by_key = HashMap::from([(key.as_str(), vec![0, 1])]);
+        let mut p = param("x");
+        p.key = key.clone();
+        assert_eq!(qualifier_filter(&b, &by_key, &p), [0, 1]);
+        p.qualifiers = vec![LitStr::new("fs", Span::call_site())];
+        assert_eq!(qualifier_filter(&b, &by_key, &p), [1]);
+        p.qualifiers.push(LitStr::new("a", Span::call_site()));
+        assert!(qualifier_filter(&b, &by_key, &p).is_empty());
+    }
+}
