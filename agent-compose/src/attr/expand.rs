@@ -8,8 +8,8 @@
 //!   to hidden aliases beside the function, written with the user's own tokens in the
 //!   function's own scope, so generated code never re-resolves a forwarded type at the
 //!   `compose!` site. (Aliases, unlike projections, are transparent to coherence, which the
-//!   alias check in `codegen::coherence` relies on across crates; and no glob import is needed, which
-//!   keeps name resolution linear in the number of factories);
+//!   alias check in `codegen::coherence` relies on across crates; and no glob import is
+//!   needed, which keeps name resolution linear in the number of factories);
 //! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
 //!   function's name (macro namespace), which hands the descriptor to the next link of a
 //!   `compose!` chain;
