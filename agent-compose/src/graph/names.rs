@@ -18,10 +18,11 @@ impl Ctx<'_> {
                     Code::DuplicateBeanName,
                     self.entry_span(i),
                     format!(
-                        "factory `{}` is listed twice in `compose!`: as `{}` and as `{}`; list it once (bean sets include their members)",
+                        "factory `{}` is listed twice in `compose!`: as `{}` and as `{}`; list it once (bean sets include their members)\nnote: first listed at {}",
                         b.fn_ident,
                         self.beans[earlier].label(),
-                        b.label()
+                        b.label(),
+                        crate::location::of(self.entry_span(earlier))
                     ),
                 );
             } else {
