@@ -9,9 +9,9 @@
 //! `cargo bench -p agent-compose --bench expansion`
 
 use agent_compose::BeanKind;
-use agent_compose::descriptor::{Descriptor, ParamDesc};
-use agent_compose::factory::Form;
+use agent_compose::attr::signature::Form;
 use agent_compose::key;
+use agent_compose::transport::descriptor::{Descriptor, ParamDesc};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use proc_macro2::{Ident, Span, TokenStream};
 use quote::quote;
@@ -105,20 +105,20 @@ fn graph(n: usize) -> TokenStream {
         let fields = d.fields();
         quote!({ path = { #path } #fields })
     });
-    agent_compose::chain::finisher_input(quote!(#(#items)*), quote!(pub struct App))
+    agent_compose::__testing::finisher_input(quote!(#(#items)*), quote!(pub struct App))
 }
 
 fn expansion(c: &mut Criterion) {
     let mut group = c.benchmark_group("expansion");
     for n in [10, 100, 500, 1000] {
         let input = graph(n);
-        let output = agent_compose::finish(input.clone(), "bench").to_string();
+        let output = agent_compose::__testing::finish(input.clone(), "bench").to_string();
         assert!(
             !output.contains("compile_error"),
             "the synthetic graph resolves: {output}"
         );
         group.bench_with_input(BenchmarkId::from_parameter(n), &input, |b, input| {
-            b.iter(|| agent_compose::finish(black_box(input.clone()), "bench"));
+            b.iter(|| agent_compose::__testing::finish(black_box(input.clone()), "bench"));
         });
     }
     group.finish();

@@ -1,7 +1,8 @@
 //! The identity grammar shared by bean names, aliases and qualifiers.
 //!
-//! `agent-core` enforces the same grammar at run time for tool names; the two copies are
-//! tested against the same cases, since the macro crate cannot depend on the kernel.
+//! `agent-core` enforces the same grammar at run time for tool names, in its own copy, since
+//! the macro crate cannot depend on the kernel. `ui-tests/tests/identity.rs`, which depends
+//! on both, runs one case table through both copies and fails if they disagree.
 
 /// Maximum length of a name, alias or qualifier, in bytes.
 pub const MAX_LEN: usize = 128;

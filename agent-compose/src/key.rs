@@ -4,7 +4,7 @@
 //! a leading `::`, `crate::` or `self::` is dropped, and the standard library's own paths to
 //! `Arc`, `Box`, `Rc`, `Vec`, `String`, `Option`, `Result`, `BTreeMap`, `HashMap` and friends
 //! become the bare name. Anything else is compared as written; two keys that name one type
-//! in different ways are caught by the generated coherence check (see `codegen`).
+//! in different ways are caught by the generated coherence check (see `codegen::coherence`).
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;

@@ -1,220 +1,88 @@
 //! The composition compiler behind `agent-core`'s attributes and `compose!`.
 //!
+//! **Not a public API.** This crate is an implementation detail of `agent-macros`, which
+//! depends on it with an exact version pin; every item may change in any release. Depend on
+//! `agent-core` instead. The modules are `pub` only so that this crate's own integration
+//! tests and benchmarks can reach them; they are hidden from the documentation.
+//!
 //! This is a plain library over `proc-macro2`, `syn` and `quote`, so every phase is
 //! unit-testable without a compiler session: `agent-macros` only forwards token streams here.
+//! The folders are the pipeline, in order:
 //!
-//! Phases:
-//! 1. **parse** the bean attributes ([`attr`], [`factory`]) and `compose!`/`bean_set!`
-//!    input ([`mod@compose`], [`mod@set`]);
-//! 2. **transport** metadata as descriptors ([`descriptor`]) through `macro_rules!` chains
-//!    ([`bean`]);
-//! 3. **resolve** the graph ([`resolve`]);
-//! 4. **generate** plain Rust ([`codegen`]).
+//! | phase | module | what it does |
+//! | --- | --- | --- |
+//! | parse | [`attr`] | reads a bean attribute, its modifiers and the factory's signature, and writes the descriptor |
+//! | transport | [`transport`] | carries descriptors through `macro_rules!` chains from `compose!` and `bean_set!` to the finisher |
+//! | resolve | [`graph`] | applies the selection rules, finds cycles and orders construction |
+//! | plan | [`plan`] | cuts construction into batches and decides which collections are shared |
+//! | generate | [`codegen`] | writes the application, its construction, manifest and coherence check, or the stub |
+//!
+//! Support modules used by every phase: [`diag`] (stable codes, error accumulation),
+//! [`ident`] (the identity grammar), [`key`] (type keys), [`location`] (source locations as
+//! text) and [`runtime`] (the versioned path generated code reaches agent-core by, and
+//! `crate = path`).
 //!
 //! Every error carries a stable code ([`diag::Code`]) and the span of the smallest user token
 //! at fault; errors are collected, never short-circuited, and no input makes this crate
 //! panic.
 #![forbid(unsafe_code)]
 
+#[doc(hidden)]
 pub mod attr;
-pub mod bean;
-pub mod chain;
+#[doc(hidden)]
 pub mod codegen;
-pub mod compose;
-pub mod descriptor;
+#[doc(hidden)]
 pub mod diag;
-pub mod factory;
+#[doc(hidden)]
+pub mod graph;
+#[doc(hidden)]
 pub mod ident;
+#[doc(hidden)]
 pub mod key;
+#[doc(hidden)]
 pub mod location;
-pub mod resolve;
-pub mod set;
+#[doc(hidden)]
+pub mod plan;
+#[doc(hidden)]
+pub mod runtime;
+#[doc(hidden)]
+pub mod transport;
 
 use proc_macro2::TokenStream;
-use syn::parse::{ParseStream, Parser};
 
 pub use attr::{BeanKind, Modifier};
 
 /// `#[bean]`, `#[tool]`, `#[stage]`, `#[model_provider]`.
 pub fn bean_attribute(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
-    bean::expand(kind, args, item)
+    attr::expand::expand(kind, args, item)
 }
 
 /// `#[primary]`, `#[fallback]`, `#[qualifier("x")]`, `#[order(n)]` written above the bean
 /// attribute.
 pub fn modifier_attribute(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
-    bean::expand_modifier(modifier, args, item)
+    attr::expand::expand_modifier(modifier, args, item)
 }
 
 /// `bean_set! { ... }`.
 pub fn bean_set(input: TokenStream) -> TokenStream {
-    set::expand(input)
+    transport::set::expand(input)
 }
 
 /// `compose! { ... }`.
 pub fn compose(input: TokenStream) -> TokenStream {
-    compose::expand(input)
+    transport::compose::expand(input)
 }
 
-/// The last link of a chain (see [`chain`]). Resolves and generates.
+/// The last link of a chain (see [`transport::chain`]): resolves and generates.
 pub fn compose_finish(input: TokenStream) -> TokenStream {
     let current_crate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
-    finish(input, &current_crate)
+    transport::finish::finish(input, &current_crate)
 }
 
-/// What the last link of a chain builds.
-enum Finish {
-    /// The application.
-    App(compose::Header),
-    /// A stage of a chunked chain.
-    Stage(syn::Ident),
-    /// A bean set's descriptor macro, with the set's entries as written.
-    Set(syn::Ident, Vec<syn::Path>),
-}
-
-impl syn::parse::Parse for Finish {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.peek(syn::Token![@]) {
-            input.parse::<syn::Token![@]>()?;
-            let kind: syn::Ident = input.parse()?;
-            let name: syn::Ident = input.parse()?;
-            if kind == "stage" {
-                return Ok(Finish::Stage(name));
-            }
-            if kind == "set" {
-                let entries;
-                syn::bracketed!(entries in input);
-                let mut paths = Vec::new();
-                while !entries.is_empty() {
-                    let group;
-                    syn::braced!(group in entries);
-                    paths.push(group.call(syn::Path::parse_mod_style)?);
-                }
-                return Ok(Finish::Set(name, paths));
-            }
-            return Err(syn::Error::new(kind.span(), "unknown chain finisher"));
-        }
-        Ok(Finish::App(input.parse()?))
-    }
-}
-
-/// [`compose_finish`] with the current crate given explicitly (for tests).
-pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
-    let parsed = chain::read_finished(input).and_then(|finished| {
-        let finish = Parser::parse2(
-            |input: ParseStream<'_>| {
-                let finish: Finish = input.parse()?;
-                if !input.is_empty() {
-                    return Err(input.error("unexpected tokens after the chain header"));
-                }
-                Ok(finish)
-            },
-            finished.header,
-        )?;
-        Ok((finished.descriptors, finish))
-    });
-    let (descriptors, finish) = match parsed {
-        Ok(v) => v,
-        Err(e) => return diag::syntax(e).to_compile_error(),
-    };
-    let header = match finish {
-        Finish::App(header) => header,
-        Finish::Stage(name) => {
-            return match forward(descriptors, |path| path.clone()) {
-                Ok(descriptors) => chain::stage(&name, &descriptors),
-                Err(e) => diag::syntax(e).to_compile_error(),
-            };
-        }
-        Finish::Set(export, entries) => {
-            return match forward(descriptors, |path| set::member_path(path, &entries)) {
-                Ok(descriptors) => chain::descriptor_macro(&export, &descriptors),
-                Err(e) => diag::syntax(e).to_compile_error(),
-            };
-        }
-    };
-    let beans = match descriptors
-        .into_iter()
-        .map(syn::parse2::<descriptor::Descriptor>)
-        .collect::<syn::Result<Vec<_>>>()
-    {
-        Ok(beans) => beans,
-        Err(e) => return diag::syntax(e).to_compile_error(),
-    };
-    if beans.iter().any(|b| b.poisoned) {
-        // The attribute already reported the mistake; stay quiet and keep names resolvable.
-        return codegen::stub(&header, &beans);
-    }
-    match resolve::resolve(&beans, current_crate) {
-        Ok(resolution) => codegen::generate(&header, &beans, &resolution, current_crate),
-        Err(err) => {
-            let errors = err.to_compile_error();
-            let stub = codegen::stub(&header, &beans);
-            quote::quote!(#errors #stub)
-        }
-    }
-}
-
-/// Re-emits descriptors as `{ path = { <path> } fields }` groups, the fields as written.
-fn forward(
-    descriptors: Vec<TokenStream>,
-    path: impl Fn(&TokenStream) -> TokenStream,
-) -> syn::Result<TokenStream> {
-    let mut out = TokenStream::new();
-    for descriptor in descriptors {
-        let forwarded = syn::parse2::<descriptor::Forwarded>(descriptor)?;
-        let path = path(&forwarded.path);
-        let fields = forwarded.fields;
-        out.extend(quote::quote!({ path = { #path } #fields }));
-    }
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use quote::quote;
-
-    /// What `bean_set! { pub tools = [read]; }` hands its finisher, with `fields` after the
-    /// member's path.
-    fn set_input(fields: TokenStream) -> TokenStream {
-        chain::finisher_input(
-            quote!({ path = { read } #fields }),
-            quote!(@set __export [ { read } ]),
-        )
-    }
-
-    #[test]
-    fn a_set_passes_its_members_fields_on_as_written() {
-        // Fields only `compose!` reads: a set re-paths the member and copies the rest.
-        let fields = quote!(agent_core_descriptor_v2 kind = tool fn = read unknown_field = [1 2]);
-        let out = finish(set_input(fields), "app").to_string();
-        assert!(
-            out.contains(
-                "{ path = { $ ($ me) * :: read } agent_core_descriptor_v2 kind = tool fn = read unknown_field = [1 2] }"
-            ),
-            "{out}"
-        );
-        assert!(!out.contains("compile_error"), "{out}");
-    }
-
-    #[test]
-    fn a_set_still_rejects_another_versions_descriptor() {
-        let out = finish(
-            set_input(quote!(agent_core_descriptor_v1 kind = bean)),
-            "app",
-        );
-        let out = out.to_string();
-        assert!(out.contains("compile_error"), "{out}");
-        assert!(out.contains("incompatible version"), "{out}");
-    }
-
-    #[test]
-    fn the_application_still_parses_every_field() {
-        let input = chain::finisher_input(
-            quote!({ path = { read } agent_core_descriptor_v2 kind = tool fn = read unknown_field = 1 }),
-            quote!(pub struct App),
-        );
-        let out = finish(input, "app").to_string();
-        assert!(out.contains("compile_error"), "{out}");
-    }
+/// Helpers for this crate's own tests and benchmarks. Not API: hidden, and changed freely.
+#[doc(hidden)]
+pub mod __testing {
+    pub use crate::graph::error_codes;
+    pub use crate::transport::chain::finisher_input;
+    pub use crate::transport::finish::finish;
 }

@@ -2,8 +2,10 @@
 //! pretty-printed. The descriptors are computed from the fixture's own source by the same
 //! code the attributes run, then resolved and generated exactly as `compose!` would.
 
-use agent_compose::descriptor::Descriptor;
-use agent_compose::{BeanKind, bean, finish};
+use agent_compose::__testing::finish;
+use agent_compose::BeanKind;
+use agent_compose::attr::expand as bean;
+use agent_compose::transport::descriptor::Descriptor;
 use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use std::collections::BTreeMap;
@@ -146,7 +148,7 @@ fn expand_graph() -> String {
         quote!({ path = { #path } #fields })
     });
     pretty(finish(
-        agent_compose::chain::finisher_input(
+        agent_compose::__testing::finisher_input(
             quote!(#(#items)*),
             quote!(pub struct CompositionProof),
         ),

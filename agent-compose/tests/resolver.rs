@@ -3,19 +3,20 @@
 
 mod support;
 
-use agent_compose::resolve::{Binding, error_codes, resolve};
+use agent_compose::__testing::error_codes;
+use agent_compose::graph::{Binding, resolve};
 use proptest::prelude::*;
 use support::{BeanExt, bean};
 
-fn names(beans: &[agent_compose::descriptor::Descriptor], ids: &[usize]) -> Vec<String> {
+fn names(beans: &[agent_compose::transport::descriptor::Descriptor], ids: &[usize]) -> Vec<String> {
     ids.iter().map(|&i| beans[i].name.value()).collect()
 }
 
-fn codes(beans: &[agent_compose::descriptor::Descriptor]) -> Vec<String> {
+fn codes(beans: &[agent_compose::transport::descriptor::Descriptor]) -> Vec<String> {
     error_codes(&resolve(beans, "app").expect_err("resolution fails"))
 }
 
-fn messages(beans: &[agent_compose::descriptor::Descriptor]) -> Vec<String> {
+fn messages(beans: &[agent_compose::transport::descriptor::Descriptor]) -> Vec<String> {
     resolve(beans, "app")
         .expect_err("resolution fails")
         .into_iter()
@@ -23,7 +24,7 @@ fn messages(beans: &[agent_compose::descriptor::Descriptor]) -> Vec<String> {
         .collect()
 }
 
-fn single(beans: &[agent_compose::descriptor::Descriptor], consumer: usize) -> String {
+fn single(beans: &[agent_compose::transport::descriptor::Descriptor], consumer: usize) -> String {
     let r = resolve(beans, "app").unwrap_or_else(|e| panic!("{e}"));
     match &r.bindings[consumer][0] {
         Binding::Single(i) | Binding::Optional(Some(i)) => beans[*i].name.value(),
@@ -349,7 +350,9 @@ fn construction_follows_dependencies_then_list_position() {
 
 /// A random graph: each bean has one of a few types and depends on types of lower-numbered
 /// beans only when `acyclic`, otherwise anywhere.
-fn graph(acyclic: bool) -> impl Strategy<Value = Vec<agent_compose::descriptor::Descriptor>> {
+fn graph(
+    acyclic: bool,
+) -> impl Strategy<Value = Vec<agent_compose::transport::descriptor::Descriptor>> {
     let types = ["A", "B", "C", "D", "E"];
     prop::collection::vec(
         (

@@ -1,9 +1,9 @@
 //! No input, however malformed, makes the compiler panic, and mistakes come back as coded
 //! errors spanned at the offending token.
 
-use agent_compose::{
-    BeanKind, Modifier, bean, bean_attribute, bean_set, compose, finish, modifier_attribute,
-};
+use agent_compose::__testing::finish;
+use agent_compose::attr::expand as bean;
+use agent_compose::{BeanKind, Modifier, bean_attribute, bean_set, compose, modifier_attribute};
 use proc_macro2::TokenStream;
 use proptest::prelude::*;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -141,6 +141,28 @@ const CORPUS: &[(BeanKind, &str, &str, &str, &str)] = &[
         "fn f(#[order(1)] x: u8) -> u8 { x }",
         "invalid-syntax",
         "order",
+    ),
+    (
+        // The default name comes from the function: the error points at its identifier.
+        BeanKind::Bean,
+        "",
+        "fn Read() -> u8 { 1 }",
+        "invalid-name",
+        "Read",
+    ),
+    (
+        BeanKind::Bean,
+        "crate = agent, crate = other",
+        "fn f() -> u8 { 1 }",
+        "duplicate-attribute",
+        "crate",
+    ),
+    (
+        BeanKind::Bean,
+        r#"crate = "agent""#,
+        "fn f() -> u8 { 1 }",
+        "invalid-syntax",
+        r#""agent""#,
     ),
 ];
 

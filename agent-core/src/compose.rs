@@ -284,6 +284,9 @@ impl StdError for StopError {
 }
 
 /// Which attribute declared a bean.
+///
+/// `agent-compose` has the same enum for the attributes it parses; generated manifests name
+/// this enum's variant by that enum's variant name, so the two keep the same variants.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BeanKind {

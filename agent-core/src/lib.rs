@@ -58,9 +58,17 @@ pub mod model;
 pub mod stage;
 pub mod tool;
 
+/// Support for generated code; not public API. The name carries this crate's version
+/// (major and minor), and `agent-compose` writes the same versioned path into every
+/// expansion, so code generated for another version fails to compile with an error that
+/// names the expected module.
 #[doc(hidden)]
 #[path = "private.rs"]
-pub mod __private;
+pub mod __private_v0_1;
+
+/// The unversioned name, kept for this crate's own tests; generated code never uses it.
+#[doc(hidden)]
+pub use __private_v0_1 as __private;
 
 pub use tool::BoxFuture;
 

@@ -1,5 +1,6 @@
-//! Support for generated code. Not public API: reached only through the hidden
-//! `agent_core::__private` path that `compose!` and the attributes emit.
+//! Support for generated code. Not public API: reached only through the hidden, versioned
+//! `agent_core::__private_v0_1` path that `compose!` and the attributes emit (or
+//! `<path>::__private_v0_1` under `crate = path`).
 
 use crate::compose::{
     BoxError, BuildError, Cleanup, CleanupFailure, Managed, Override, OverrideKind, StopError,

@@ -1,5 +1,6 @@
 //! Procedural macro entry points for `agent-core`. Each one forwards to `agent-compose`,
-//! where the logic lives and is unit-tested. Depend on `agent-core`, which re-exports these.
+//! where the logic lives and is unit-tested. Depend on `agent-core`, which re-exports these;
+//! the three crates are one release, pinned to each other's exact version.
 #![forbid(unsafe_code)]
 
 use agent_compose::{BeanKind, Modifier};
@@ -27,12 +28,16 @@ macro_rules! modifier_attributes {
 
 bean_attributes! {
     /// Declares a bean factory. See `agent_core::bean`.
+    ///
+    /// Where agent-core is a renamed dependency (`agent = { package = "agent-core" }`),
+    /// `crate = agent` says the path to reach it by: `#[agent::bean(crate = agent)]`.
     bean => Bean;
-    /// Declares a tool factory. See `agent_core::tool`.
+    /// Declares a tool factory. See `agent_core::tool`. Takes `crate = path` like `bean`.
     tool => Tool;
-    /// Declares a stage factory. See `agent_core::stage`.
+    /// Declares a stage factory. See `agent_core::stage`. Takes `crate = path` like `bean`.
     stage => Stage;
-    /// Declares a model provider factory. See `agent_core::model_provider`.
+    /// Declares a model provider factory. See `agent_core::model_provider`. Takes
+    /// `crate = path` like `bean`.
     model_provider => ModelProvider;
 }
 
@@ -48,12 +53,18 @@ modifier_attributes! {
 }
 
 /// Defines reusable groups of factories. See `agent_core::bean_set`.
+///
+/// Where agent-core is a renamed dependency, a first line `crate = agent;` says the path to
+/// reach it by: `agent::bean_set! { crate = agent; pub tools = [read, write]; }`.
 #[proc_macro]
 pub fn bean_set(input: TokenStream) -> TokenStream {
     agent_compose::bean_set(input.into()).into()
 }
 
 /// Generates an application graph. See `agent_core::compose`.
+///
+/// Where agent-core is a renamed dependency, a first line `crate = agent;` says the path to
+/// reach it by: `agent::compose! { crate = agent; pub struct App { beans: [..] } }`.
 #[proc_macro]
 pub fn compose(input: TokenStream) -> TokenStream {
     agent_compose::compose(input.into()).into()

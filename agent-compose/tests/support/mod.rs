@@ -2,9 +2,9 @@
 #![allow(dead_code)]
 
 use agent_compose::BeanKind;
-use agent_compose::descriptor::{Descriptor, ParamDesc};
-use agent_compose::factory::Form;
+use agent_compose::attr::signature::Form;
 use agent_compose::key::{self, ParamShape};
+use agent_compose::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::{Ident, LitStr};

@@ -12,7 +12,7 @@
 //! shape, the bean type it asks for, and every key.
 
 use crate::attr::BeanKind;
-use crate::factory::Form;
+use crate::attr::signature::Form;
 use crate::key::ParamShape;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};
@@ -302,7 +302,7 @@ fn path_and_tag(input: ParseStream<'_>) -> syn::Result<(TokenStream, Ident)> {
     Ok((path, tag))
 }
 
-/// A descriptor that a stage or a bean set passes on: its path, which the set rewrites, and
+/// A descriptor that a relay or a bean set passes on: its path, which the set rewrites, and
 /// its fields as written. Only the application's finisher parses the fields; doing it at
 /// every set too cost as much as parsing them in `compose!`.
 pub struct Forwarded {

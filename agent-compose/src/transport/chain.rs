@@ -5,7 +5,7 @@
 //! path; the finisher receives every descriptor at once. A link is invoked as
 //!
 //! ```text
-//! path! { { path } [ { next } ... { ::agent_core::__private::compose_finish } ] [acc] { header } }
+//! path! { { path } [ { next } ... { ::agent_core::__private_v0_1::compose_finish } ] [acc] { header } }
 //! ```
 //!
 //! Each link wraps the accumulator it received, as one token tree, into the one it passes on:
@@ -16,35 +16,44 @@
 //! finisher gives each descriptor macro a single arm, so a descriptor is written once.
 //!
 //! Every link is one level of macro recursion, and rustc stops at 128 by default. So long
-//! lists are cut into chunks of [`CHUNK`]: each chunk's chain ends by defining a *stage*
+//! lists are cut into chunks of [`CHUNK`]: each chunk's chain ends by defining a *relay*
 //! macro that appends that chunk's descriptors like any descriptor macro, and one *gather*
-//! chain, placed beside the chunks (so it starts at depth one), runs through the stage macros
-//! in order. rustc defers the gather until the stage macros exist. Depth is about
+//! chain, placed beside the chunks (so it starts at depth one), runs through the relay macros
+//! in order. rustc defers the gather until the relay macros exist. Depth is about
 //! `CHUNK + entries / CHUNK`, under 128 for up to ~3900 entries; a bean set counts as one
 //! entry (it carries its members' descriptors).
 //!
 //! The header travels unchanged to the finisher and says what to build:
-//! `{ attrs vis struct App }` for an application, `{ @stage name }` for a stage, and
-//! `{ @set export [entries] }` for a bean set.
+//! `{ crate = path; attrs vis struct App }` for an application (the `crate` line only when
+//! written), `{ @relay name }` for a relay macro, and `{ @set export [entries] }` for a bean
+//! set. The finisher is reached through agent-core's versioned hidden module, named by the
+//! crate path of the `compose!` or `bean_set!` that started the chain.
 
+use crate::runtime::CratePath;
 use proc_macro2::{Ident, Punct, Spacing, Span, TokenStream};
 use quote::{format_ident, quote};
 
 /// Entries per chunk.
 pub const CHUNK: usize = 64;
 
-/// The chain over `entries` (each a path) ending in `header`'s finisher. `unique` names the
-/// stage macros; it must be unique among chains of one module.
-pub fn run(entries: &[TokenStream], header: &TokenStream, unique: &str) -> TokenStream {
+/// The chain over `entries` (each a path) ending in `header`'s finisher, reached through
+/// `krate`. `unique` names the relay macros; it must be unique among chains of one module.
+pub fn run(
+    entries: &[TokenStream],
+    header: &TokenStream,
+    unique: &str,
+    krate: &CratePath,
+) -> TokenStream {
+    let finisher = finisher(krate);
     if entries.len() <= CHUNK {
-        return link(entries, header);
+        return link(entries, header, &finisher);
     }
-    // Stage names carry the call site's hygiene, so the definitions (made deep inside the
+    // Relay names carry the call site's hygiene, so the definitions (made deep inside the
     // chunk chains) and the gather's invocations resolve to each other.
     let names: Vec<TokenStream> = (0..entries.len().div_ceil(CHUNK))
         .map(|k| {
             let name = format_ident!(
-                "__agent_core_stage_{}_{}",
+                "__agent_core_relay_{}_{}",
                 unique,
                 k,
                 span = Span::call_site()
@@ -55,17 +64,22 @@ pub fn run(entries: &[TokenStream], header: &TokenStream, unique: &str) -> Token
     let chunks = entries
         .chunks(CHUNK)
         .zip(&names)
-        .map(|(chunk, name)| link(chunk, &quote!({ @stage #name })));
-    let gather = link(&names, header);
+        .map(|(chunk, name)| link(chunk, &quote!({ @relay #name }), &finisher));
+    let gather = link(&names, header, &finisher);
     quote! {
         #(#chunks)*
         #gather
     }
 }
 
+/// `<krate>::__private_vX_Y::compose_finish`, the last path of every queue.
+fn finisher(krate: &CratePath) -> TokenStream {
+    let private = krate.private();
+    quote!(#private::compose_finish)
+}
+
 /// The first link of one chain.
-fn link(entries: &[TokenStream], header: &TokenStream) -> TokenStream {
-    let finisher = quote!(::agent_core::__private::compose_finish);
+fn link(entries: &[TokenStream], header: &TokenStream, finisher: &TokenStream) -> TokenStream {
     match entries.split_first() {
         None => quote!(#finisher! { { #finisher } [] [] #header }),
         Some((first, rest)) => {
@@ -74,8 +88,8 @@ fn link(entries: &[TokenStream], header: &TokenStream) -> TokenStream {
     }
 }
 
-/// The stage macro holding one chunk's descriptors (`descriptors` already in brace groups).
-pub fn stage(name: &Ident, descriptors: &TokenStream) -> TokenStream {
+/// The relay macro holding one chunk's descriptors (`descriptors` already in brace groups).
+pub fn relay_macro(name: &Ident, descriptors: &TokenStream) -> TokenStream {
     let arm = append_arm(descriptors);
     quote! {
         macro_rules! #name { #arm }
@@ -177,9 +191,10 @@ pub fn read_finished(input: TokenStream) -> syn::Result<Finished> {
 }
 
 /// What a finisher receives for `descriptors` (brace groups) and `header`, as the chain
-/// would pass them; for tests and benchmarks that call [`crate::finish`] directly.
+/// would pass them; for tests and benchmarks that call [`super::finish::finish`] directly.
 pub fn finisher_input(descriptors: TokenStream, header: TokenStream) -> TokenStream {
-    quote!({ ::agent_core::__private::compose_finish } [] [ #descriptors ] { #header })
+    let finisher = finisher(&CratePath::default());
+    quote!({ #finisher } [] [ #descriptors ] { #header })
 }
 
 #[cfg(test)]
@@ -197,26 +212,38 @@ mod tests {
 
     #[test]
     fn short_lists_are_one_chain_ending_in_the_finisher() {
-        let out = run(&paths(3), &quote!({ struct App }), "app").to_string();
+        let out = run(
+            &paths(3),
+            &quote!({ struct App }),
+            "app",
+            &CratePath::default(),
+        )
+        .to_string();
         assert_eq!(
             out,
-            "m :: f0 ! { { m :: f0 } [{ m :: f1 } { m :: f2 } { :: agent_core :: __private :: compose_finish }] [] { struct App } }"
+            "m :: f0 ! { { m :: f0 } [{ m :: f1 } { m :: f2 } { :: agent_core :: __private_v0_1 :: compose_finish }] [] { struct App } }"
         );
     }
 
     #[test]
-    fn long_lists_are_chunked_and_gathered() {
-        let out = run(&paths(CHUNK * 2 + 1), &quote!({ struct App }), "app").to_string();
-        assert_eq!(out.matches("@ stage").count(), 3, "{out}");
-        assert!(out.ends_with("__agent_core_stage_app_0 ! { { __agent_core_stage_app_0 } [{ __agent_core_stage_app_1 } { __agent_core_stage_app_2 } { :: agent_core :: __private :: compose_finish }] [] { struct App } }"), "{out}");
+    fn long_lists_are_chunked_into_relays_and_gathered() {
+        let out = run(
+            &paths(CHUNK * 2 + 1),
+            &quote!({ struct App }),
+            "app",
+            &CratePath::default(),
+        )
+        .to_string();
+        assert_eq!(out.matches("@ relay").count(), 3, "{out}");
+        assert!(out.ends_with("__agent_core_relay_app_0 ! { { __agent_core_relay_app_0 } [{ __agent_core_relay_app_1 } { __agent_core_relay_app_2 } { :: agent_core :: __private_v0_1 :: compose_finish }] [] { struct App } }"), "{out}");
     }
 
     #[test]
     fn empty_lists_finish_directly() {
-        let out = run(&[], &quote!({ struct App }), "app").to_string();
+        let out = run(&[], &quote!({ struct App }), "app", &CratePath::default()).to_string();
         assert_eq!(
             out,
-            ":: agent_core :: __private :: compose_finish ! { { :: agent_core :: __private :: compose_finish } [] [] { struct App } }"
+            ":: agent_core :: __private_v0_1 :: compose_finish ! { { :: agent_core :: __private_v0_1 :: compose_finish } [] [] { struct App } }"
         );
     }
 

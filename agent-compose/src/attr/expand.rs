@@ -8,20 +8,21 @@
 //!   to hidden aliases beside the function, written with the user's own tokens in the
 //!   function's own scope, so generated code never re-resolves a forwarded type at the
 //!   `compose!` site. (Aliases, unlike projections, are transparent to coherence, which the
-//!   alias check in `codegen` relies on across crates; and no glob import is needed, which
-//!   keeps name resolution linear in the number of factories);
+//!   alias check in `codegen::coherence` relies on across crates; and no glob import is
+//!   needed, which keeps name resolution linear in the number of factories);
 //! * a `#[macro_export]` descriptor macro with a collision-proof name, re-exported under the
 //!   function's name (macro namespace), which hands the descriptor to the next link of a
 //!   `compose!` chain;
 //! * a compile-time assertion that the output fits the attribute (`#[tool]`,
 //!   `#[model_provider]`, `#[stage]`).
 
-use crate::attr::{self, BeanKind, BeanMeta, Modifier};
-use crate::descriptor::{Descriptor, ParamDesc};
+use crate::attr::args::{self, BeanKind, BeanMeta, Modifier};
+use crate::attr::signature;
 use crate::diag::{self, Code, Errors};
-use crate::factory;
 use crate::key;
 use crate::location;
+use crate::runtime::CratePath;
+use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
@@ -127,7 +128,7 @@ pub fn analyze(
     };
     let mut errors = Errors::default();
     let mut meta = BeanMeta::default();
-    attr::parse_bean_args(args, &mut meta, &mut errors);
+    args::parse_bean_args(args, &mut meta, &mut errors);
     let mut consumed = Vec::new();
     function.attrs = consume_fn_attrs(
         kind,
@@ -149,14 +150,15 @@ pub fn analyze(
     };
     let fn_name = function.sig.ident.to_string();
     let default_name = fn_name.strip_prefix("r#").unwrap_or(&fn_name).to_owned();
-    attr::validate(&meta, &default_name, &mut errors);
+    args::validate(&meta, &default_name, function.sig.ident.span(), &mut errors);
     for qualifiers in &param_qualifiers {
-        attr::check_qualifiers(qualifiers, &mut errors);
+        args::check_qualifiers(qualifiers, &mut errors);
     }
-    let sig = factory::analyze(&function.sig, param_qualifiers, &mut errors);
+    let sig = signature::analyze(&function.sig, param_qualifiers, &mut errors);
     let mut domain_check = TokenStream::new();
     if let Some(sig) = &sig {
-        domain_check = output_check(kind, &sig.value, &mut errors);
+        let krate = meta.krate.clone().map(|(path, _)| path).unwrap_or_default();
+        domain_check = output_check(kind, &sig.value, &krate, &mut errors);
     }
     let fn_ident = function.sig.ident.clone();
     let location = location::of(fn_ident.span());
@@ -206,22 +208,22 @@ pub fn analyze(
                     name: p.name.clone(),
                     shape: p.shape.clone(),
                     key: key::of(&p.bean_ty),
-                    ty: factory::tokens(&p.ty),
-                    bean_ty: factory::tokens(&p.bean_ty),
+                    ty: signature::tokens(&p.ty),
+                    bean_ty: signature::tokens(&p.bean_ty),
                     qualifiers: p.qualifiers.clone(),
                 });
             }
             (
                 sig.form,
                 sig.is_async,
-                factory::tokens(value),
+                signature::tokens(value),
                 key::of(value),
                 params,
                 aliases,
             )
         }
         None => (
-            factory::Form::Plain,
+            signature::Form::Plain,
             false,
             quote!(()),
             String::new(),
@@ -280,8 +282,9 @@ fn render(analysis: Analysis) -> TokenStream {
         &descriptor.location,
     );
     let fields = descriptor.fields();
-    let me = crate::chain::me();
-    let chain = crate::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
+    let me = crate::transport::chain::me();
+    let chain =
+        crate::transport::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
     let compile_errors = errors.to_compile_errors();
     quote! {
         #compile_errors
@@ -332,10 +335,12 @@ fn consume_fn_attrs(
 ) -> Vec<Attribute> {
     let mut kept = Vec::new();
     for attr in attrs {
-        let name = attr::attr_name(&attr).unwrap_or_default();
+        let name = args::attr_name(&attr).unwrap_or_default();
         if let Some(modifier) = Modifier::parse(&name) {
-            consumed.push(attr.path().clone());
-            attr::apply_modifier(modifier, &attr, meta, errors);
+            if !is_moved(&attr) {
+                consumed.push(attr.path().clone());
+            }
+            args::apply_modifier(modifier, &attr, meta, errors);
         } else if let Some(other) = BeanKind::parse(&name) {
             consumed.push(attr.path().clone());
             errors.at(
@@ -365,10 +370,10 @@ fn consume_param_attrs(
         if let FnArg::Typed(pt) = arg {
             let mut kept = Vec::new();
             for a in std::mem::take(&mut pt.attrs) {
-                match attr::attr_name(&a).as_deref().and_then(Modifier::parse) {
+                match args::attr_name(&a).as_deref().and_then(Modifier::parse) {
                     Some(Modifier::Qualifier) => {
                         consumed.push(a.path().clone());
-                        match attr::parse_qualifier_attr(&a) {
+                        match args::parse_qualifier_attr(&a) {
                             Ok(lit) => qualifiers.push(lit),
                             Err(e) => errors.push(e),
                         }
@@ -392,17 +397,23 @@ fn consume_param_attrs(
 }
 
 /// The assertion that the output fits the attribute's contract.
-fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> TokenStream {
+fn output_check(
+    kind: BeanKind,
+    value: &syn::Type,
+    krate: &CratePath,
+    errors: &mut Errors,
+) -> TokenStream {
     let span = value.span();
+    let private = krate.private();
     match kind {
         BeanKind::Bean => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_bean_output::<#value>();
+            const _: () = #private::assert_bean_output::<#value>();
         },
         BeanKind::Tool => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_tool_output::<#value>();
+            const _: () = #private::assert_tool_output::<#value>();
         },
         BeanKind::ModelProvider => quote_spanned! {span=>
-            const _: () = ::agent_core::__private::assert_model_provider_output::<#value>();
+            const _: () = #private::assert_model_provider_output::<#value>();
         },
         BeanKind::Stage => {
             let is_arc_dyn = key::last_segment(value).is_some_and(|seg| {
@@ -415,16 +426,27 @@ fn output_check(kind: BeanKind, value: &syn::Type, errors: &mut Errors) -> Token
                     span,
                     format!(
                         "`#[stage]` factories must produce a trait object such as `Arc<dyn agent_core::stage::Stage<I, O>>` or `Arc<dyn YourStageTrait>`, but this one produces `{}`",
-                        key::render(&factory::tokens(value))
+                        key::render(&signature::tokens(value))
                     ),
                 );
                 return TokenStream::new();
             }
             quote_spanned! {span=>
-                const _: () = ::agent_core::__private::assert_stage_output::<#value>();
+                const _: () = #private::assert_stage_output::<#value>();
             }
         }
     }
+}
+
+/// The first path segment of a modifier that moved itself below the bean attribute. The
+/// bean attribute consumes it like any modifier but emits no `use` for its path, which
+/// names no item: rustc already resolved the path the user wrote, and a fixed path such as
+/// `::agent_core::primary` would not resolve where agent-core is renamed.
+const MOVED: &str = "__agent_core_moved";
+
+fn is_moved(attr: &Attribute) -> bool {
+    let segments = &attr.path().segments;
+    segments.len() == 2 && segments[0].ident == MOVED
 }
 
 /// Expands a modifier written above its bean attribute: it moves itself below, where the
@@ -434,7 +456,7 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
         return misplaced(modifier, item);
     };
     let has_bean_attr = function.attrs.iter().any(|a| {
-        attr::attr_name(a)
+        args::attr_name(a)
             .as_deref()
             .and_then(BeanKind::parse)
             .is_some()
@@ -443,10 +465,11 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
         return misplaced(modifier, quote!(#function));
     }
     let name = format_ident!("{}", modifier.as_str());
+    let marker = format_ident!("{}", MOVED);
     let moved: Attribute = if args.is_empty() {
-        syn::parse_quote!(#[::agent_core::#name])
+        syn::parse_quote!(#[#marker::#name])
     } else {
-        syn::parse_quote!(#[::agent_core::#name(#args)])
+        syn::parse_quote!(#[#marker::#name(#args)])
     };
     function.attrs.push(moved);
     quote!(#function)

@@ -4,12 +4,14 @@
 
 use crate::diag::{self, Code, Errors};
 use crate::ident;
+use crate::location;
+use crate::runtime::CratePath;
 use proc_macro2::{Span, TokenStream};
 use syn::parse::{ParseStream, Parser};
 use syn::spanned::Spanned;
 use syn::{Attribute, LitInt, LitStr, Token};
 
-/// The largest `order` magnitude accepted, as in the original framework.
+/// The largest `order` magnitude accepted: orders lie within `-MAX_ORDER..=MAX_ORDER`.
 pub const MAX_ORDER: i64 = 1_000_000;
 
 /// Which bean attribute annotates a factory.
@@ -47,6 +49,15 @@ impl BeanKind {
     /// Parses an attribute name.
     pub fn parse(s: &str) -> Option<Self> {
         BeanKind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The variant of `agent_core::compose::BeanKind` that the manifest records for this
+    /// kind. The two enums have the same variants with the same names, so generated code
+    /// names the runtime variant by this one's own name (`Debug` prints exactly the variant
+    /// name): there is no table to keep in step, and a variant missing on either side is a
+    /// compile error in every generated manifest.
+    pub fn runtime_variant(self) -> proc_macro2::Ident {
+        proc_macro2::Ident::new(&format!("{self:?}"), Span::call_site())
     }
 }
 
@@ -103,6 +114,8 @@ pub struct BeanMeta {
     pub fallback: Option<Span>,
     /// The order and where it was said.
     pub order: Option<(i64, Span)>,
+    /// `crate = path`, for a renamed agent-core dependency, and where it was said.
+    pub krate: Option<(CratePath, Span)>,
 }
 
 /// The name of an attribute path, by its last segment.
@@ -124,7 +137,18 @@ pub fn parse_bean_args(args: TokenStream, meta: &mut BeanMeta, errors: &mut Erro
         match key.as_str() {
             "name" => {
                 let lit: LitStr = m.value()?.parse()?;
-                set_once(&mut meta.name, lit, span, "name", errors);
+                set_once(&mut meta.name, lit, span, LitStr::span, "name", errors);
+            }
+            "crate" => {
+                let path = CratePath::parse_value(m.value()?)?;
+                set_once(
+                    &mut meta.krate,
+                    (path, span),
+                    span,
+                    |k| k.1,
+                    "crate",
+                    errors,
+                );
             }
             "aliases" => {
                 let list = parse_str_list(m.value()?)?;
@@ -138,7 +162,7 @@ pub fn parse_bean_args(args: TokenStream, meta: &mut BeanMeta, errors: &mut Erro
             "fallback" => flag(&mut meta.fallback, span, "fallback", errors),
             "order" => {
                 let value = parse_order(m.value()?)?;
-                set_once(&mut meta.order, value, span, "order", errors);
+                set_once(&mut meta.order, value, span, |o| o.1, "order", errors);
             }
             _ => return Err(diag::error(Code::InvalidSyntax, span, unknown_argument())),
         }
@@ -150,7 +174,7 @@ pub fn parse_bean_args(args: TokenStream, meta: &mut BeanMeta, errors: &mut Erro
 }
 
 fn unknown_argument() -> &'static str {
-    "unknown argument; expected `name = \"...\"`, `aliases = [...]`, `qualifiers = [...]`, `primary`, `fallback` or `order = N`"
+    "unknown argument; expected `name = \"...\"`, `aliases = [...]`, `qualifiers = [...]`, `primary`, `fallback`, `order = N` or `crate = path`"
 }
 
 /// Applies a modifier attribute written on the factory.
@@ -182,7 +206,7 @@ pub fn apply_modifier(
             Err(e) => errors.push(e),
         },
         Modifier::Order => match attr.parse_args_with(parse_order) {
-            Ok(value) => set_once(&mut meta.order, value, span, "order", errors),
+            Ok(value) => set_once(&mut meta.order, value, span, |o| o.1, "order", errors),
             Err(e) => errors.push(diag::syntax(e)),
         },
     }
@@ -234,32 +258,44 @@ fn parse_order(input: ParseStream<'_>) -> syn::Result<(i64, Span)> {
     Ok((value, span))
 }
 
+/// Records the flag `label` said at `span`; a repetition is reported there (the second
+/// site), with a note naming the first.
 fn flag(slot: &mut Option<Span>, span: Span, label: &str, errors: &mut Errors) {
-    if slot.is_some() {
-        errors.at(
-            Code::DuplicateAttribute,
-            span,
-            format!("`{label}` is given more than once"),
-        );
-    } else {
-        *slot = Some(span);
-    }
+    set_once(slot, span, span, |first| *first, label, errors);
 }
 
-fn set_once<T>(slot: &mut Option<T>, value: T, span: Span, label: &str, errors: &mut Errors) {
-    if slot.is_some() {
+/// Records `value`, said at `span`; a repetition is reported there (the second site), with
+/// a note naming where `first_span` says the first value was given.
+fn set_once<T>(
+    slot: &mut Option<T>,
+    value: T,
+    span: Span,
+    first_span: impl Fn(&T) -> Span,
+    label: &str,
+    errors: &mut Errors,
+) {
+    if let Some(first) = slot {
         errors.at(
             Code::DuplicateAttribute,
             span,
-            format!("`{label}` is given more than once"),
+            repeated(&format!("`{label}`"), first_span(first)),
         );
     } else {
         *slot = Some(value);
     }
 }
 
+/// "`what` is given more than once", with a note naming where it was first given.
+pub fn repeated(what: &str, first: Span) -> String {
+    format!(
+        "{what} is given more than once\nnote: first given at {}",
+        location::of(first)
+    )
+}
+
 /// Validates names, aliases and qualifiers, and the primary/fallback combination.
-pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
+/// `default_name` is the function's name, spanned by `default_span` (its identifier).
+pub fn validate(meta: &BeanMeta, default_name: &str, default_span: Span, errors: &mut Errors) {
     let name = meta
         .name
         .as_ref()
@@ -271,11 +307,11 @@ pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
         // so only length or uppercase letters can fail here.
         errors.at(
             Code::InvalidName,
-            Span::call_site(),
+            default_span,
             format!("the default bean name `{default_name}` (the function's name) {why}; give one with `name = \"...\"`"),
         );
     }
-    let mut seen_aliases = std::collections::BTreeSet::new();
+    let mut seen_aliases = std::collections::BTreeMap::new();
     for alias in &meta.aliases {
         check_identity(alias, "alias", errors);
         let value = alias.value();
@@ -285,12 +321,14 @@ pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
                 alias.span(),
                 format!("alias `{value}` repeats the bean's own name"),
             );
-        } else if !seen_aliases.insert(value.clone()) {
+        } else if let Some(&first) = seen_aliases.get(&value) {
             errors.at(
                 Code::DuplicateAttribute,
                 alias.span(),
-                format!("alias `{value}` is given more than once"),
+                repeated(&format!("alias `{value}`"), first),
             );
+        } else {
+            seen_aliases.insert(value, alias.span());
         }
     }
     check_qualifiers(&meta.qualifiers, errors);
@@ -300,7 +338,7 @@ pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
             fallback,
             format!(
                 "bean `{name}` is both `primary` (at {}) and `fallback`; a primary wins selection and a fallback yields to any other bean, so keep one",
-                crate::location::of(primary)
+                location::of(primary)
             ),
         );
     }
@@ -308,15 +346,17 @@ pub fn validate(meta: &BeanMeta, default_name: &str, errors: &mut Errors) {
 
 /// Validates a qualifier list (bean or parameter).
 pub fn check_qualifiers(qualifiers: &[LitStr], errors: &mut Errors) {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeMap::new();
     for q in qualifiers {
         check_identity(q, "qualifier", errors);
-        if !seen.insert(q.value()) {
+        if let Some(&first) = seen.get(&q.value()) {
             errors.at(
                 Code::DuplicateAttribute,
                 q.span(),
-                format!("qualifier `{}` is given more than once", q.value()),
+                repeated(&format!("qualifier `{}`", q.value()), first),
             );
+        } else {
+            seen.insert(q.value(), q.span());
         }
     }
 }
@@ -340,7 +380,7 @@ mod tests {
         let mut meta = BeanMeta::default();
         let mut errors = Errors::default();
         parse_bean_args(args, &mut meta, &mut errors);
-        validate(&meta, "factory", &mut errors);
+        validate(&meta, "factory", Span::call_site(), &mut errors);
         let messages = errors
             .into_result()
             .err()

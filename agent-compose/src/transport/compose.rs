@@ -1,15 +1,19 @@
 //! `compose!`: parses the application header and the list of factories and sets, then starts
-//! the descriptor chain that ends in [`crate::finish`].
+//! the descriptor chain that ends in the finisher ([`super::finish`]).
 
 use crate::diag;
+use crate::runtime::CratePath;
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Ident, Path, Token, Visibility};
 
-/// `#[attrs] vis struct Name` of the generated application.
+/// `crate = path; #[attrs] vis struct Name` of the generated application (the `crate` line
+/// only when the user wrote one). It travels unchanged through the chain to the finisher.
 pub struct Header {
+    /// How generated code names agent-core.
+    pub krate: CratePath,
     /// Outer attributes (docs) for the application struct.
     pub attrs: Vec<Attribute>,
     /// Visibility of every generated item.
@@ -20,18 +24,30 @@ pub struct Header {
 
 impl Parse for Header {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let krate = CratePath::parse_line(input)?;
         let attrs = input.call(Attribute::parse_outer)?;
         let vis = input.parse()?;
         input.parse::<Token![struct]>()?;
         let name = input.parse()?;
-        Ok(Header { attrs, vis, name })
+        Ok(Header {
+            krate,
+            attrs,
+            vis,
+            name,
+        })
     }
 }
 
 impl quote::ToTokens for Header {
     fn to_tokens(&self, tokens: &mut TokenStream) {
-        let Header { attrs, vis, name } = self;
-        tokens.extend(quote!(#(#attrs)* #vis struct #name));
+        let Header {
+            krate,
+            attrs,
+            vis,
+            name,
+        } = self;
+        let krate = krate.header_tokens();
+        tokens.extend(quote!(#krate #(#attrs)* #vis struct #name));
     }
 }
 
@@ -68,10 +84,13 @@ impl Parse for Input {
     }
 }
 
-/// Expands `compose! { vis struct App { beans: [...] } }` into the first link of the chain.
+/// Expands `compose! { crate = path; vis struct App { beans: [...] } }` (the `crate` line
+/// optional) into the first link of the chain.
 pub fn expand(input: TokenStream) -> TokenStream {
     let Input { header, entries } = match syn::parse2::<Input>(input) {
         Ok(i) => i,
+        // A coded error (a bad `crate = ...`) already says what to write.
+        Err(e) if e.to_string().starts_with('[') => return e.to_compile_error(),
         Err(e) => {
             let e = diag::syntax(syn::Error::new(
                 e.span(),
@@ -84,7 +103,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     let entries: Vec<TokenStream> = entries.iter().map(|p| quote!(#p)).collect();
     let unique = format!("app_{}", header.name);
-    crate::chain::run(&entries, &quote!({ #header }), &unique)
+    crate::transport::chain::run(&entries, &quote!({ #header }), &unique, &header.krate)
 }
 
 #[cfg(test)]
@@ -95,7 +114,7 @@ mod tests {
     fn starts_the_chain_with_the_first_entry() {
         let out = expand(quote!(pub struct App { beans: [a::x, y,] })).to_string();
         assert!(
-            out.starts_with("a :: x ! { { a :: x } [{ y } { :: agent_core :: __private :: compose_finish }] [] {"),
+            out.starts_with("a :: x ! { { a :: x } [{ y } { :: agent_core :: __private_v0_1 :: compose_finish }] [] {"),
             "{out}"
         );
     }

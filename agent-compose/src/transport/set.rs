@@ -8,9 +8,10 @@
 //! recursion however many members it has, and works across modules and crates exactly like a
 //! factory.
 
-use crate::bean;
+use crate::attr::expand;
 use crate::diag::{self, Code, Errors};
 use crate::location;
+use crate::runtime::CratePath;
 use proc_macro2::TokenStream;
 use quote::quote;
 use syn::parse::{Parse, ParseStream};
@@ -24,10 +25,15 @@ struct SetDef {
     members: Vec<Path>,
 }
 
-struct Sets(Vec<SetDef>);
+/// `crate = path;` (optional), then the sets.
+struct Sets {
+    krate: CratePath,
+    sets: Vec<SetDef>,
+}
 
 impl Parse for Sets {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let krate = CratePath::parse_line(input)?;
         let mut sets = Vec::new();
         while !input.is_empty() {
             let attrs = input.call(Attribute::parse_outer)?;
@@ -46,14 +52,17 @@ impl Parse for Sets {
                 members: members.into_iter().collect(),
             });
         }
-        Ok(Sets(sets))
+        Ok(Sets { krate, sets })
     }
 }
 
-/// Expands `bean_set! { vis name = [paths]; ... }`.
+/// Expands `bean_set! { crate = path; vis name = [paths]; ... }` (the `crate` line
+/// optional).
 pub fn expand(input: TokenStream) -> TokenStream {
     let sets = match syn::parse2::<Sets>(input) {
         Ok(s) => s,
+        // A coded error (a bad `crate = ...`) already says what to write.
+        Err(e) if e.to_string().starts_with('[') => return e.to_compile_error(),
         Err(e) => {
             let e = diag::syntax(syn::Error::new(
                 e.span(),
@@ -64,23 +73,28 @@ pub fn expand(input: TokenStream) -> TokenStream {
     };
     let mut errors = Errors::default();
     let mut out = TokenStream::new();
-    let mut seen = std::collections::BTreeSet::new();
-    for set in sets.0 {
-        if !seen.insert(set.name.to_string()) {
+    let mut seen = std::collections::BTreeMap::new();
+    for set in sets.sets {
+        if let Some(&first) = seen.get(&set.name.to_string()) {
             errors.at(
                 Code::DuplicateBeanName,
                 set.name.span(),
-                format!("bean set `{}` is defined twice", set.name),
+                format!(
+                    "bean set `{}` is defined twice\nnote: first defined at {}",
+                    set.name,
+                    location::of(first)
+                ),
             );
             continue;
         }
-        out.extend(expand_one(set));
+        seen.insert(set.name.to_string(), set.name.span());
+        out.extend(expand_one(set, &sets.krate));
     }
     let errors = errors.to_compile_errors();
     quote!(#errors #out)
 }
 
-fn expand_one(set: SetDef) -> TokenStream {
+fn expand_one(set: SetDef, crate_path: &CratePath) -> TokenStream {
     let SetDef {
         attrs,
         vis,
@@ -93,10 +107,10 @@ fn expand_one(set: SetDef) -> TokenStream {
         quote!(#[doc(no_inline)] #inner_vis use #path;)
     });
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
-    let export = bean::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
+    let export = expand::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
     let entries: Vec<TokenStream> = members.iter().map(|m| quote!(#m)).collect();
     let header = quote!({ @set #export [ #({ #entries })* ] });
-    let chain = crate::chain::run(&entries, &header, &format!("set_{name}"));
+    let chain = crate::transport::chain::run(&entries, &header, &format!("set_{name}"), crate_path);
     quote! {
         #(#attrs)*
         #[allow(unused_imports, unreachable_pub)]
@@ -144,7 +158,7 @@ pub fn member_path(path: &TokenStream, entries: &[Path]) -> TokenStream {
         .into_iter()
         .chain(below)
         .map(|s| proc_macro2::Ident::new(&s, proc_macro2::Span::call_site()));
-    let me = crate::chain::me();
+    let me = crate::transport::chain::me();
     quote!(#me #(:: #names)*)
 }
 

@@ -1,0 +1,53 @@
+//! The coherence check: one type written as two keys fails closed.
+
+use crate::key::ParamShape;
+use crate::transport::descriptor::Descriptor;
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote, quote_spanned};
+
+/// One impl of a local trait per distinct key, each naming its type at the site that wrote
+/// it. If two keys are one type (e.g. through a `type` alias), the impls overlap and rustc
+/// rejects the program with E0119, naming the trait below: one contract can never be split
+/// in two silently.
+pub fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
+    let mut seen = std::collections::BTreeSet::new();
+    let mut impls = Vec::new();
+    for b in beans {
+        let path = &b.path;
+        let span_of = |tokens: &TokenStream| {
+            if b.krate == current_crate {
+                tokens
+                    .clone()
+                    .into_iter()
+                    .next()
+                    .map_or_else(Span::call_site, |t| t.span())
+            } else {
+                Span::call_site()
+            }
+        };
+        if seen.insert(b.key.clone()) {
+            let span = span_of(&b.output);
+            impls.push(quote_spanned! {span=>
+                #[automatically_derived] impl EachBeanTypeMustBeWrittenOneWay for #path::__Bean {}
+            });
+        }
+        // A single dependency's key is a bean's key once resolution succeeded; only
+        // collections and options can ask for a type no bean produces.
+        for (index, p) in b.params.iter().enumerate() {
+            if p.shape != ParamShape::Single && seen.insert(p.key.clone()) {
+                let span = span_of(&p.bean_ty);
+                let alias = format_ident!("__Param{}", index);
+                impls.push(quote_spanned! {span=>
+                    #[automatically_derived] impl EachBeanTypeMustBeWrittenOneWay for #path::#alias {}
+                });
+            }
+        }
+    }
+    quote! {
+        const _: () = {
+            #[allow(dead_code)]
+            trait EachBeanTypeMustBeWrittenOneWay {}
+            #(#impls)*
+        };
+    }
+}
