@@ -53,7 +53,6 @@
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io::Write as _;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -64,12 +63,14 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::event::{Clock, EventLog, LogError, LogLimits, Observer, SystemClock};
+use crate::future::poll_once;
 use crate::interaction::{Broker, UnavailableBroker};
 use crate::message::{Message, Role};
 use crate::model::{MAX_MODEL_BYTES, ModelProvider};
-use crate::stage::{
-    CatchUnwind, MAX_RUN_ID_BYTES, PlanError, PlanId, ReleaseError, ToolPlanLease, ToolPlans,
-};
+use crate::panic::CatchUnwind;
+use crate::run_id::RunId;
+use crate::stage::{PlanError, PlanId, ReleaseError, ToolPlanLease, ToolPlans};
+use crate::text::format_arc;
 
 mod driver;
 mod run;
@@ -218,19 +219,6 @@ impl IdSource for AtomicIdSource {
     }
 }
 
-/// Formats into a shared string with one allocation when it fits a small stack buffer.
-pub(crate) fn format_arc(args: fmt::Arguments<'_>) -> Arc<str> {
-    let mut buffer = [0u8; 160];
-    let mut cursor = std::io::Cursor::new(&mut buffer[..]);
-    if cursor.write_fmt(args).is_ok() {
-        let len = usize::try_from(cursor.position()).unwrap_or(0);
-        if let Ok(text) = std::str::from_utf8(&buffer[..len]) {
-            return Arc::from(text);
-        }
-    }
-    Arc::from(fmt::format(args))
-}
-
 /// Tunables, validated when the engine is built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -338,7 +326,7 @@ pub enum StartError {
 #[derive(Default)]
 struct Registry {
     closed: bool,
-    live: HashMap<Arc<str>, Option<CancellationToken>>,
+    live: HashMap<RunId, Option<CancellationToken>>,
 }
 
 pub(crate) struct EngineInner {
@@ -384,7 +372,7 @@ impl EngineInner {
     }
 
     /// Forgets a run that ended or was aborted.
-    pub(crate) fn unregister(&self, id: &str) {
+    pub(crate) fn unregister(&self, id: &RunId) {
         let mut registry = self.registry();
         registry.live.remove(id);
         // Only `close` and `shutdown` wait for the registry to drain, and they mark it
@@ -583,24 +571,28 @@ impl Engine {
         lease: ToolPlanLease,
         log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
     ) -> Result<PreparedRun, StartError> {
-        let failure = if id.is_empty() || id.len() > MAX_RUN_ID_BYTES || id.trim() != &*id {
-            Some(StartError::RunId)
-        } else {
-            let mut registry = self.inner.registry();
-            if registry.closed {
-                Some(StartError::Closed)
-            } else if registry.live.contains_key(&id) {
-                Some(StartError::DuplicateRun(id.to_string()))
-            } else {
-                registry.live.insert(id.clone(), None);
-                None
+        let reserved = match RunId::new(id) {
+            Err(_) => Err(StartError::RunId),
+            Ok(id) => {
+                let mut registry = self.inner.registry();
+                if registry.closed {
+                    Err(StartError::Closed)
+                } else if registry.live.contains_key(&id) {
+                    Err(StartError::DuplicateRun(id.to_string()))
+                } else {
+                    registry.live.insert(id.clone(), None);
+                    Ok(id)
+                }
             }
         };
-        if let Some(failure) = failure {
-            release_in_background(lease, self.inner.options.finalization_timeout);
-            return Err(failure);
-        }
-        match log(id.clone(), self.inner.options.log_limits) {
+        let id = match reserved {
+            Ok(id) => id,
+            Err(failure) => {
+                release_in_background(lease, self.inner.options.finalization_timeout);
+                return Err(failure);
+            }
+        };
+        match log(Arc::clone(id.as_arc()), self.inner.options.log_limits) {
             Ok(log) => Ok(PreparedRun {
                 state: Some(Prepared {
                     engine: self.inner.clone(),
@@ -680,7 +672,7 @@ pub(crate) async fn release_bounded(
     let stop = CancellationToken::new();
     let release = lease.release(&stop);
     tokio::pin!(release);
-    match driver::poll_once(release.as_mut()).await {
+    match poll_once(release.as_mut()).await {
         Some(outcome) => outcome,
         None => match tokio::time::timeout(timeout, release).await {
             Ok(outcome) => outcome,
@@ -705,7 +697,7 @@ fn release_in_background(lease: ToolPlanLease, timeout: Duration) {
 
 struct Prepared {
     engine: Arc<EngineInner>,
-    id: Arc<str>,
+    id: RunId,
     lease: ToolPlanLease,
     log: EventLog,
     start: Option<run::Start>,
@@ -721,7 +713,7 @@ pub struct PreparedRun {
 impl fmt::Debug for PreparedRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedRun")
-            .field("run_id", &self.state.as_ref().map(|s| &*s.id))
+            .field("run_id", &self.state.as_ref().map(|s| s.id.as_str()))
             .finish_non_exhaustive()
     }
 }
@@ -736,7 +728,7 @@ impl PreparedRun {
 
     /// The run's id.
     pub fn run_id(&self) -> &str {
-        self.state.as_ref().map_or("", |s| &s.id)
+        self.state.as_ref().map_or("", |s| s.id.as_str())
     }
 
     /// Starts the run under a child of `root`: cancelling `root` (or calling
@@ -855,12 +847,5 @@ mod tests {
         assert!(zero.validate().is_err());
         let long = EngineOptions::default().with_finalization_timeout(Duration::from_secs(31));
         assert!(long.validate().is_err());
-    }
-
-    #[test]
-    fn format_arc_handles_long_text() {
-        assert_eq!(&*format_arc(format_args!("{}-{}", "run", 7)), "run-7");
-        let long = "x".repeat(500);
-        assert_eq!(&*format_arc(format_args!("{long}")), long);
     }
 }

@@ -18,16 +18,14 @@ use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
+use crate::run_id::RunId;
 
 /// Upper bound, in bytes, of a prompt and of the serialized JSON of a schema or answer value.
 pub const MAX_PAYLOAD_BYTES: usize = 512 * 1024;
 
 /// Upper bound, in bytes, of an interaction id and kind.
 pub const MAX_TOKEN_BYTES: usize = 128;
-
-/// Upper bound, in bytes, of a run id.
-const MAX_RUN_ID_BYTES: usize = 96;
 
 /// Why an interaction failed or a value was rejected.
 ///
@@ -134,20 +132,19 @@ fn check_json(field: &'static str, value: &Value) -> Result<(), InteractionError
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Scope {
-    run_id: Arc<str>,
+    run_id: RunId,
 }
 
 impl Scope {
     /// Validates and wraps a run id.
     pub fn new(run_id: impl Into<Arc<str>>) -> Result<Scope, InteractionError> {
-        let run_id = run_id.into();
-        check_text("run_id", &run_id, MAX_RUN_ID_BYTES)?;
+        let run_id = RunId::new(run_id).map_err(|e| invalid("run_id", e.reason()))?;
         Ok(Scope { run_id })
     }
 
     /// The run id.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        self.run_id.as_str()
     }
 }
 
@@ -654,7 +651,7 @@ impl PendingHub {
         if state.closed {
             return Err(InteractionError::Closed);
         }
-        let key = (Arc::clone(&scope.run_id), id);
+        let key = (Arc::clone(scope.run_id.as_arc()), id);
         let Some(entry) = state.entries.remove(&key) else {
             return Err(InteractionError::NotPending { id: key.1 });
         };
@@ -694,7 +691,7 @@ impl PendingHub {
         if state.closed {
             return Err(InteractionError::Closed);
         }
-        let key = (Arc::clone(&scope.run_id), request.id.clone());
+        let key = (Arc::clone(scope.run_id.as_arc()), request.id.clone());
         if state.entries.contains_key(&key) {
             return Err(InteractionError::DuplicateId {
                 id: request.id.clone(),

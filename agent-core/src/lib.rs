@@ -50,19 +50,24 @@
 pub mod agent;
 pub mod compose;
 pub mod event;
+mod future;
 mod hash;
 pub(crate) mod ident;
 pub mod interaction;
 pub mod message;
 pub mod model;
+mod panic;
+mod run_id;
 pub mod stage;
+mod text;
 pub mod tool;
 
 #[doc(hidden)]
 #[path = "private.rs"]
 pub mod __private;
 
-pub use tool::BoxFuture;
+pub use future::BoxFuture;
+pub use run_id::{RunId, RunIdError};
 
 /// The README's example, compiled and run as a doc test so it cannot rot.
 #[cfg(doctest)]

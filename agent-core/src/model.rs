@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::future::BoxFuture;
 use crate::message::Message;
-use crate::tool::{BoxFuture, Call, Definition, MAX_TEXT_BYTES, bounded_text};
+use crate::tool::{Call, Definition, MAX_TEXT_BYTES, bounded_text};
 
 /// Longest model name, in bytes.
 pub const MAX_MODEL_BYTES: usize = 256;

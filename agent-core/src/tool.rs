@@ -8,8 +8,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::future::Future;
-use std::pin::Pin;
 use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize};
@@ -17,12 +15,7 @@ use serde_json::Value;
 
 use crate::ident;
 
-/// A boxed, `Send` future that may borrow for `'a`.
-///
-/// The kernel traits return this rather than using `async fn`, which keeps
-/// them dyn compatible (`Arc<dyn Tool>`, `Box<dyn EventStream>`) and their
-/// futures spawnable on multi-threaded runtimes.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+pub use crate::future::BoxFuture;
 
 /// Error returned when parsing a [`Capability`], [`Effect`] or
 /// [`ReplaySafety`] from a string that is not one of its canonical forms.

@@ -1,15 +1,11 @@
 //! The turn loop, run on one task per run.
 
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
 
 use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
-use super::{Failure, RunOutput, format_arc, release_bounded};
+use super::{Failure, RunOutput, release_bounded};
 use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
@@ -17,35 +13,10 @@ use crate::model::{
     EventStream, MAX_MESSAGES, MAX_OPERATION_TEXT_BYTES, MAX_OPERATION_TOOL_CALLS,
     MAX_REQUEST_BYTES, MAX_TEXT_DELTA_BYTES, ModelRequest, StreamEvent, Usage,
 };
-use crate::stage::{CatchUnwind, DispatchError, DispatchRequest, DispatchScope};
+use crate::panic::{CatchUnwind, contained};
+use crate::stage::{DispatchError, DispatchRequest, DispatchScope};
+use crate::text::format_arc;
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
-
-/// Calls `f`, containing a panic (whose payload is dropped unread).
-pub(crate) fn contained<R>(f: impl FnOnce() -> R) -> Result<R, ()> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| ())
-}
-
-/// Polls `future` once: `Some` when it finished immediately.
-pub(crate) async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Option<F::Output> {
-    std::future::poll_fn(|cx| {
-        Poll::Ready(match future.as_mut().poll(cx) {
-            Poll::Ready(output) => Some(output),
-            Poll::Pending => None,
-        })
-    })
-    .await
-}
-
-/// Runs `future` for at most `limit`; `None` when it did not finish. A future that is ready
-/// at once never touches the timer, so engines on runtimes without a time driver work as
-/// long as nothing needs to wait.
-pub(crate) async fn bounded<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    tokio::pin!(future);
-    if let Some(output) = poll_once(future.as_mut()).await {
-        return Some(output);
-    }
-    tokio::time::timeout(limit, future).await.ok()
-}
 
 /// How far one requested tool call got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

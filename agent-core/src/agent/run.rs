@@ -10,13 +10,17 @@ use tokio_util::sync::CancellationToken;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
 use super::{AgentDefinition, EngineInner, Failure, driver};
 use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
+use crate::future::BoxFuture;
+use crate::future::bounded;
 use crate::interaction::{
     InteractionError, InteractionRequest, InteractionResponse, Requester, Scope,
 };
 use crate::message::Message;
 use crate::model::Usage;
-use crate::stage::{CatchUnwind, PlanId, ToolPlanLease};
-use crate::tool::{BoxFuture, Progress, ReportError, Reporter};
+use crate::panic::{CatchUnwind, contained};
+use crate::run_id::RunId;
+use crate::stage::{PlanId, ToolPlanLease};
+use crate::tool::{Progress, ReportError, Reporter};
 
 /// How a run begins.
 pub(crate) enum Start {
@@ -190,7 +194,7 @@ pub(crate) fn failure_for(error: EmitError) -> Failure {
 }
 
 pub(crate) struct RunShared {
-    pub(crate) id: Arc<str>,
+    pub(crate) id: RunId,
     pub(crate) engine: Arc<EngineInner>,
     pub(crate) cancel: CancellationToken,
     pub(crate) log: EventLog,
@@ -209,7 +213,7 @@ impl RunShared {
     pub(crate) fn launch(
         runtime: &tokio::runtime::Handle,
         engine: Arc<EngineInner>,
-        id: Arc<str>,
+        id: RunId,
         lease: ToolPlanLease,
         log: EventLog,
         cancel: CancellationToken,
@@ -299,7 +303,12 @@ impl RunShared {
     }
 
     fn stamp(&self, sequence: u64, event: Event) -> Envelope {
-        Envelope::new(self.id.clone(), sequence, self.engine.clock.now(), event)
+        Envelope::new(
+            Arc::clone(self.id.as_arc()),
+            sequence,
+            self.engine.clock.now(),
+            event,
+        )
     }
 
     async fn emit_observed(&self, event: Event, detached: bool) -> Result<(), EmitError> {
@@ -317,11 +326,11 @@ impl RunShared {
             return Ok(());
         };
         for observer in &self.engine.observers {
-            let publish = driver::contained(|| observer.publish(&envelope))
+            let publish = contained(|| observer.publish(&envelope))
                 .map_err(|()| EmitError::ObserverPanicked)?;
             let publish = CatchUnwind::new(publish);
             let outcome = if detached {
-                driver::bounded(self.engine.options.finalization_timeout, publish).await
+                bounded(self.engine.options.finalization_timeout, publish).await
             } else {
                 tokio::select! {
                     biased;
@@ -477,10 +486,10 @@ impl RunShared {
                 InteractionError::Unavailable
             });
         }
-        let outcome = match Scope::new(self.id.clone()) {
+        let outcome = match Scope::new(Arc::clone(self.id.as_arc())) {
             Ok(scope) => {
                 let broker = self.engine.broker();
-                match driver::contained(|| broker.request(&scope, &request, &self.cancel)) {
+                match contained(|| broker.request(&scope, &request, &self.cancel)) {
                     Ok(future) => tokio::select! {
                         biased;
                         outcome = CatchUnwind::new(future) => {
@@ -572,7 +581,7 @@ impl fmt::Debug for Run {
 impl Run {
     /// The run's id.
     pub fn id(&self) -> &str {
-        &self.shared.id
+        self.shared.id.as_str()
     }
 
     /// The agent it executes.

@@ -4,30 +4,26 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 
 use tokio_util::sync::CancellationToken;
 
-use super::plan::PlanId;
+use super::plan_id::{PlanId, is_sha256_fingerprint};
 use crate::interaction::{Requester, UnavailableRequester};
+use crate::panic::{CatchUnwind, Panicked};
+use crate::run_id::{MAX_RUN_ID_BYTES, RunId};
 use crate::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES,
     Progress, ReplaySafety, ReportError, Reporter, RetryDisposition, Tool, ToolContext, ToolResult,
 };
-
-/// Largest run id, in bytes.
-pub const MAX_RUN_ID_BYTES: usize = 96;
 
 /// Who is dispatching: the run, its turn, the tool plan the run leased, and the run-bound
 /// [`Requester`] through which guards may ask the user. Every layer of a pipeline sees the
 /// same scope; a plan lease rejects a scope that names another plan.
 #[derive(Clone)]
 pub struct DispatchScope {
-    run_id: Arc<str>,
+    run_id: RunId,
     turn: u32,
     plan_id: PlanId,
     plan_fingerprint: Arc<str>,
@@ -63,7 +59,7 @@ impl Eq for DispatchScope {}
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ScopeError {
     /// The run id is empty, longer than [`MAX_RUN_ID_BYTES`] or has surrounding whitespace.
-    #[error("run id {0:?} must be non-empty, trimmed and at most 96 bytes")]
+    #[error("run id {0:?} must be non-empty, trimmed and at most {MAX_RUN_ID_BYTES} bytes")]
     RunId(String),
     /// Turns count from 1.
     #[error("turn must be at least 1")]
@@ -92,9 +88,8 @@ impl DispatchScope {
         plan_fingerprint: impl Into<Arc<str>>,
     ) -> Result<Self, ScopeError> {
         let (run_id, plan_fingerprint) = (run_id.into(), plan_fingerprint.into());
-        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != &*run_id {
-            return Err(ScopeError::RunId(run_id.to_string()));
-        }
+        let run_id =
+            RunId::new(Arc::clone(&run_id)).map_err(|_| ScopeError::RunId(run_id.to_string()))?;
         if turn == 0 {
             return Err(ScopeError::Turn);
         }
@@ -126,7 +121,7 @@ impl DispatchScope {
 
     /// The run.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        self.run_id.as_str()
     }
 
     /// The turn, from 1.
@@ -143,15 +138,6 @@ impl DispatchScope {
     pub fn plan_fingerprint(&self) -> &str {
         &self.plan_fingerprint
     }
-}
-
-pub(crate) fn is_sha256_fingerprint(value: &str) -> bool {
-    value.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
 }
 
 /// A tool broke its contract, or a pipeline layer misbehaved. The text never includes what
@@ -593,50 +579,6 @@ impl Reporter for ScopedReporter<'_> {
             }
             result
         })
-    }
-}
-
-/// A contained panic; its payload is dropped so no panic text travels further.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Panicked;
-
-/// Polls a future, turning a panic into [`Panicked`]. Dropping the future is contained too:
-/// an abandoned (e.g. cancelled) tool whose state panics on drop must not unwind into the
-/// caller.
-pub(crate) struct CatchUnwind<F>(Option<F>);
-
-impl<F> CatchUnwind<F> {
-    pub(crate) fn new(future: F) -> Self {
-        CatchUnwind(Some(future))
-    }
-
-    /// Drops the inner future, containing any panic.
-    fn discard(&mut self) {
-        let inner = self.0.take();
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
-    }
-}
-
-impl<F> Drop for CatchUnwind<F> {
-    fn drop(&mut self) {
-        self.discard();
-    }
-}
-
-impl<F: Future + Unpin> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Panicked>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(inner) = self.0.as_mut() else {
-            panic!("CatchUnwind polled after completion");
-        };
-        let output = match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(output)) => Ok(output),
-            Err(_payload) => Err(Panicked),
-        };
-        self.discard();
-        Poll::Ready(output)
     }
 }
 

@@ -13,13 +13,13 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::dispatch::{
-    CatchUnwind, ContractViolation, DispatchError, DispatchRequest, Panicked, SnapshotDispatcher,
+    ContractViolation, DispatchError, DispatchRequest, DispatchScope, SnapshotDispatcher,
     ToolDispatcher,
 };
-use crate::tool::{BoxFuture, Call, Definition, ToolResult};
+use crate::future::BoxFuture;
+use crate::panic::{CatchUnwind, Panicked};
+use crate::tool::{Call, Definition, ToolResult};
 use tokio_util::sync::CancellationToken;
-
-use super::DispatchScope;
 
 /// Wraps a dispatcher in another (logging, metrics, caching, ...). Applied once, at
 /// composition; `decorators[0]` is outermost.

@@ -23,7 +23,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::{BoxFuture, Definition};
+use super::Definition;
+use crate::future::BoxFuture;
 
 /// Largest call id, in bytes.
 pub const MAX_CALL_ID_BYTES: usize = 128;
