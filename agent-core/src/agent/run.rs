@@ -7,8 +7,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::definition::AgentDefinition;
+use super::inner::EngineInner;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
-use super::{AgentDefinition, EngineInner, Failure, driver};
 use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
 use crate::future::BoxFuture;
 use crate::future::bounded;
@@ -21,15 +22,6 @@ use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
 use crate::stage::{PlanId, ToolPlanLease};
 use crate::tool::{Progress, ReportError, Reporter};
-
-/// How a run begins.
-pub(crate) enum Start {
-    Fresh {
-        agent: AgentDefinition,
-        input: Message,
-    },
-    Resumed(Box<Snapshot>),
-}
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,13 +175,13 @@ impl EmitError {
 }
 
 /// The failure an emission error causes.
-pub(crate) fn failure_for(error: EmitError) -> Failure {
+pub(crate) fn failure_for(error: EmitError) -> RunError {
     match error {
-        EmitError::Cancelled => Failure::new(FailureCode::Cancelled),
-        EmitError::Log(e) => Failure::with(FailureCode::EventLogExhausted, e),
-        EmitError::Observer(e) => Failure::with(FailureCode::ObserverFailed, e),
-        EmitError::ObserverPanicked => Failure::new(FailureCode::Panicked),
-        EmitError::ObserverTimedOut => Failure::new(FailureCode::ObserverFailed),
+        EmitError::Cancelled => RunError::new(FailureCode::Cancelled),
+        EmitError::Log(e) => RunError::with(FailureCode::EventLogExhausted, e),
+        EmitError::Observer(e) => RunError::with(FailureCode::ObserverFailed, e),
+        EmitError::ObserverPanicked => RunError::new(FailureCode::Panicked),
+        EmitError::ObserverTimedOut => RunError::new(FailureCode::ObserverFailed),
     }
 }
 
@@ -204,33 +196,24 @@ pub(crate) struct RunShared {
     emit_lock: tokio::sync::Mutex<()>,
     /// The first emission that failed where the caller could not report it (inside a
     /// dispatch: progress, a guard's interaction); the driver fails the call with it.
-    emission_failure: Mutex<Option<Failure>>,
+    emission_failure: Mutex<Option<RunError>>,
     state: Mutex<RunState>,
     changed: Notify,
 }
 
 impl RunShared {
-    pub(crate) fn launch(
-        runtime: &tokio::runtime::Handle,
+    /// A running run's shared state; [`driver::launch`](super::driver::launch) starts
+    /// the task that drives it.
+    pub(crate) fn new(
         engine: Arc<EngineInner>,
         id: RunId,
         lease: ToolPlanLease,
         log: EventLog,
         cancel: CancellationToken,
-        start: Start,
-    ) -> Run {
-        let (agent, interaction_ids, loop_state) = match start {
-            Start::Fresh { agent, input } => {
-                (agent, BTreeSet::new(), driver::LoopState::fresh(input))
-            }
-            Start::Resumed(snapshot) => {
-                let snapshot = *snapshot;
-                let agent = snapshot.agent.clone();
-                let ids = snapshot.interaction_ids.clone();
-                (agent, ids, driver::LoopState::resumed(snapshot))
-            }
-        };
-        let shared = Arc::new(RunShared {
+        agent: AgentDefinition,
+        interaction_ids: BTreeSet<String>,
+    ) -> Arc<RunShared> {
+        Arc::new(RunShared {
             id,
             engine,
             cancel,
@@ -250,9 +233,7 @@ impl RunShared {
                 interaction_ids,
             }),
             changed: Notify::new(),
-        });
-        runtime.spawn(driver::drive(shared.clone(), loop_state));
-        Run { shared }
+        })
     }
 
     /// Remembers `error` unless it is a plain cancellation (the run's token decides that).
@@ -269,7 +250,7 @@ impl RunShared {
         }
     }
 
-    pub(crate) fn take_emission_failure(&self) -> Option<Failure> {
+    pub(crate) fn take_emission_failure(&self) -> Option<RunError> {
         self.emission_failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -579,6 +560,10 @@ impl fmt::Debug for Run {
 }
 
 impl Run {
+    pub(crate) fn new(shared: Arc<RunShared>) -> Run {
+        Run { shared }
+    }
+
     /// The run's id.
     pub fn id(&self) -> &str {
         self.shared.id.as_str()

@@ -4,7 +4,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::AgentDefinition;
+use super::definition::AgentDefinition;
 use crate::message::{Message, Part, Role};
 use crate::model::{MAX_MESSAGES, Usage};
 use crate::run_id::{RUN_ID_RULE, RunId};
