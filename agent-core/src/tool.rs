@@ -1,0 +1,29 @@
+//! Tools: the [`Tool`] trait, its validated [`Definition`], and the [`Call`] /
+//! [`ToolResult`] values exchanged with a model.
+//!
+//! A [`Definition`] can only be obtained through [`Definition::builder`] (or
+//! by deserializing one, which runs the same checks), so every definition a
+//! dispatcher or provider sees already satisfies the rules listed on
+//! [`DefinitionBuilder::build`].
+//!
+//! One idea per file: the declared strings ([`Capability`], [`Effect`], [`ReplaySafety`]) in
+//! `tool/capability.rs`, the
+//! [`Definition`] and its builder in `tool/definition.rs`, the [`Call`] in `tool/call.rs`,
+//! what a call produced in `tool/result.rs`, and the [`Tool`] trait with its context and
+//! reporter in `tool/execution.rs`.
+
+mod call;
+mod capability;
+mod definition;
+mod execution;
+mod result;
+
+pub use crate::future::BoxFuture;
+pub use call::{Call, CallError, MAX_CALL_ID_BYTES, MAX_PAYLOAD_BYTES};
+pub use capability::{Capability, Effect, ParseError, ReplaySafety};
+pub use definition::{Definition, DefinitionBuilder, DefinitionError, ToolFacts, json_kind};
+pub use execution::{NoopReporter, Progress, ReportError, Reporter, Tool, ToolContext};
+pub(crate) use result::bounded_text;
+pub use result::{
+    Cancelled, ExecutionError, ExecutionState, MAX_TEXT_BYTES, RetryDisposition, ToolResult,
+};
