@@ -57,6 +57,7 @@ impl Eq for DispatchScope {}
 
 /// Why a [`DispatchScope`] was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScopeError {
     /// The run id is empty, longer than [`MAX_RUN_ID_BYTES`] or has surrounding whitespace.
     #[error("run id {0:?} must be non-empty, trimmed and at most {MAX_RUN_ID_BYTES} bytes")]
@@ -143,6 +144,7 @@ impl DispatchScope {
 /// A tool broke its contract, or a pipeline layer misbehaved. The text never includes what
 /// the tool or layer returned or printed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ContractViolation {
     /// The tool panicked; the panic was contained.
     #[error("tool `{tool}` panicked")]
@@ -235,6 +237,7 @@ impl std::error::Error for DispatchFailure {
 
 /// Why a dispatch did not produce a [`ToolResult`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatchError {
     /// The dispatch was cancelled before or while the tool ran.
     #[error("dispatch of call `{call_id}` was cancelled")]
@@ -336,6 +339,7 @@ pub trait ToolDispatcher: Send + Sync {
 
 /// Why a [`Dispatcher`] could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatcherError {
     /// The map key and the tool's own name differ.
     #[error("tool bean `{key}` declares model name `{name}`")]

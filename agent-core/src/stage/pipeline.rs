@@ -217,6 +217,7 @@ impl ToolDispatcher for ComposedDispatcher {
 
 /// Why a pipeline could not be composed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// The base is already a composed pipeline and more layers were given.
     #[error("the tool dispatch pipeline is already composed")]

@@ -19,6 +19,7 @@ use crate::tool::{Definition, ToolFacts, ToolResult};
 
 /// Why a plan could not be leased or released.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The source does not (or no longer) offer this generation; it never substitutes one.
     #[error("tool plan `{0}` is not available")]
@@ -33,6 +34,7 @@ pub enum PlanError {
 
 /// Why releasing a lease failed. Every caller of [`ToolPlanLease::release`] sees the same one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReleaseError {
     /// The release callback panicked; the panic was contained.
     #[error("tool plan release panicked")]

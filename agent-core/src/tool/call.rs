@@ -10,6 +10,7 @@ pub const MAX_PAYLOAD_BYTES: usize = 1 << 20;
 
 /// Why a [`Call`] was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum CallError {
     /// The call id is empty, too long, has surrounding whitespace or a control character.
     #[error("call id {id:?} is invalid: {reason}")]

@@ -385,6 +385,7 @@ fn describe_schema_type(found: &Option<Value>) -> String {
 /// Why [`DefinitionBuilder::build`] rejected a definition; one variant per
 /// rule. Every variant carries the tool name, for reporting.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DefinitionError {
     /// The name does not follow the identity grammar.
     #[error("invalid tool name {name:?}: {reason}")]
