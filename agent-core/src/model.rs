@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::future::BoxFuture;
 use crate::message::Message;
-use crate::tool::{Call, Definition, MAX_TEXT_BYTES, bounded_text};
+use crate::tool::{Call, Definition, MAX_NOTE_BYTES, bounded_note};
 
 /// Longest model name, in bytes.
 pub const MAX_MODEL_BYTES: usize = 256;
@@ -249,11 +249,11 @@ impl ModelProblem {
             code = code[..end].trim_end();
         }
         let code = if code.is_empty() { "unknown" } else { code };
-        let mut message = bounded_text(message.as_ref().trim());
+        let mut message = bounded_note(message.as_ref().trim());
         if message.is_empty() {
             message.push_str("model operation failed");
         }
-        debug_assert!(message.len() <= MAX_TEXT_BYTES);
+        debug_assert!(message.len() <= MAX_NOTE_BYTES);
         ModelProblem {
             code: code.to_owned(),
             message,

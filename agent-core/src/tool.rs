@@ -23,7 +23,7 @@ pub use call::{Call, CallError, MAX_CALL_ID_BYTES, MAX_PAYLOAD_BYTES};
 pub use capability::{Capability, Effect, ParseError, ReplaySafety};
 pub use definition::{Definition, DefinitionBuilder, DefinitionError, ToolFacts, json_kind};
 pub use execution::{NoopReporter, Progress, ReportError, Reporter, Tool, ToolContext};
-pub(crate) use result::bounded_text;
+pub(crate) use result::bounded_note;
 pub use result::{
-    Cancelled, ExecutionError, ExecutionState, MAX_TEXT_BYTES, RetryDisposition, ToolResult,
+    Cancelled, ExecutionError, ExecutionState, MAX_NOTE_BYTES, RetryDisposition, ToolResult,
 };

@@ -14,7 +14,7 @@ use crate::interaction::{Requester, UnavailableRequester};
 use crate::panic::{CatchUnwind, Panicked};
 use crate::run_id::{MAX_RUN_ID_BYTES, RunId};
 use crate::tool::{
-    BoxFuture, Call, Definition, Effect, ExecutionError, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES,
+    BoxFuture, Call, Definition, Effect, ExecutionError, MAX_NOTE_BYTES, MAX_PAYLOAD_BYTES,
     Progress, ReplaySafety, ReportError, Reporter, RetryDisposition, Tool, ToolContext, ToolResult,
 };
 
@@ -566,7 +566,7 @@ impl Reporter for ScopedReporter<'_> {
                 Some("progress names another call")
             } else if progress.message().trim().is_empty() {
                 Some("progress message is empty")
-            } else if progress.message().len() > MAX_TEXT_BYTES {
+            } else if progress.message().len() > MAX_NOTE_BYTES {
                 Some("progress message is longer than 4096 bytes")
             } else {
                 None

@@ -316,7 +316,7 @@ impl ToolPlanLease {
             tokio::spawn(async move {
                 let outcome = match task.await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(ReleaseError::Failed(crate::tool::bounded_text(
+                    Ok(Err(e)) => Err(ReleaseError::Failed(crate::tool::bounded_note(
                         &e.to_string(),
                     ))),
                     Err(join) if join.is_panic() => Err(ReleaseError::Panicked),

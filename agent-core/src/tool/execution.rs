@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::call::Call;
 use super::definition::Definition;
-use super::result::{ExecutionError, ToolResult, bounded_text};
+use super::result::{ExecutionError, ToolResult, bounded_note};
 use crate::future::BoxFuture;
 
 /// A progress note about a running call.
@@ -49,7 +49,7 @@ impl ReportError {
     /// A failure with bounded text.
     pub fn new(message: impl AsRef<str>) -> Self {
         ReportError {
-            message: bounded_text(message.as_ref()),
+            message: bounded_note(message.as_ref()),
         }
     }
 

@@ -20,8 +20,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-/// Largest progress message or execution error text, in bytes.
-pub const MAX_TEXT_BYTES: usize = 4096;
+/// Largest note a tool, provider or plan source leaves for a host (a progress message, an
+/// execution error's text, a model problem's message), in bytes. Distinct from
+/// [`message::MAX_TEXT_BYTES`](crate::message::MAX_TEXT_BYTES), which bounds conversation text.
+pub const MAX_NOTE_BYTES: usize = 4096;
 
 /// The completed outcome of a [`Call`], shown to the model.
 ///
@@ -99,7 +101,7 @@ pub struct Cancelled;
 /// A call that could not complete: an infrastructure failure, correlated with exactly one
 /// call, never shown to the model.
 ///
-/// The text is bounded to [`MAX_TEXT_BYTES`] and stripped of control characters; write it
+/// The text is bounded to [`MAX_NOTE_BYTES`] and stripped of control characters; write it
 /// without secrets or arguments, since it may be logged. The cause stays reachable through
 /// [`source`](StdError::source), so a [`Cancelled`] cause is still discoverable.
 ///
@@ -132,7 +134,7 @@ impl ExecutionError {
         cause: impl Into<Box<dyn StdError + Send + Sync>>,
     ) -> Self {
         let cause: Arc<dyn StdError + Send + Sync> = Arc::from(cause.into());
-        let message = bounded_text(&cause.to_string());
+        let message = bounded_note(&cause.to_string());
         ExecutionError {
             call_id: call_id.into(),
             state,
@@ -249,12 +251,12 @@ impl PartialEq for ExecutionError {
 }
 
 /// `text` with control characters replaced by spaces, truncated on a character boundary to
-/// [`MAX_TEXT_BYTES`].
-pub(crate) fn bounded_text(text: &str) -> String {
-    let mut out = String::with_capacity(text.len().min(MAX_TEXT_BYTES));
+/// [`MAX_NOTE_BYTES`].
+pub(crate) fn bounded_note(text: &str) -> String {
+    let mut out = String::with_capacity(text.len().min(MAX_NOTE_BYTES));
     for ch in text.chars() {
         let ch = if ch.is_control() { ' ' } else { ch };
-        if out.len() + ch.len_utf8() > MAX_TEXT_BYTES {
+        if out.len() + ch.len_utf8() > MAX_NOTE_BYTES {
             break;
         }
         out.push(ch);
@@ -270,12 +272,12 @@ mod tests {
     fn execution_errors_are_bounded_and_keep_their_cause() {
         let long = format!("line one\nline two {}", "x".repeat(10_000));
         let error = ExecutionError::definitive("c1", long);
-        assert!(error.message().len() <= MAX_TEXT_BYTES);
+        assert!(error.message().len() <= MAX_NOTE_BYTES);
         assert!(!error.message().contains('\n'));
         assert!(error.source().is_some());
         assert_eq!(error.retry(), RetryDisposition::Never);
-        let multibyte = "é".repeat(MAX_TEXT_BYTES);
-        assert!(bounded_text(&multibyte).len() <= MAX_TEXT_BYTES);
+        let multibyte = "é".repeat(MAX_NOTE_BYTES);
+        assert!(bounded_note(&multibyte).len() <= MAX_NOTE_BYTES);
     }
 
     #[derive(Debug, thiserror::Error)]
