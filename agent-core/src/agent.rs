@@ -50,6 +50,12 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! [`ModelProvider`]: crate::model::ModelProvider
+//! [`ToolPlans`]: crate::stage::ToolPlans
+//! [`Clock`]: crate::event::Clock
+//! [`Broker`]: crate::interaction::Broker
+//! [`Observer`]: crate::event::Observer
 
 mod definition;
 mod driver;

@@ -103,7 +103,7 @@ impl EngineBuilder {
         self
     }
 
-    /// Who answers interactions (default: [`UnavailableBroker`]).
+    /// Who answers interactions (default: [`UnavailableBroker`](crate::interaction::UnavailableBroker)).
     pub fn broker(mut self, broker: Arc<dyn Broker>) -> Self {
         self.broker = Some(broker);
         self

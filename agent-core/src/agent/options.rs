@@ -52,7 +52,7 @@ impl EngineOptions {
     }
 }
 
-/// Why an [`Engine`] could not be built.
+/// Why an [`Engine`](super::Engine) could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {

@@ -83,7 +83,7 @@ string_enum! {
     /// A kind of access a tool needs, declared up front so a host can grant,
     /// deny or audit it before the tool ever runs.
     ///
-    /// The canonical order (used by `Ord`, [`Definition::capabilities`] and
+    /// The canonical order (used by `Ord`, [`Definition::capabilities`](super::Definition::capabilities) and
     /// serialization) is the byte order of the string forms. Variants are
     /// declared in that order so the derived `Ord` agrees with it, and
     /// [`Capability::ALL`] lists them canonically.

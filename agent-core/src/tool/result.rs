@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 /// [`message::MAX_TEXT_BYTES`](crate::message::MAX_TEXT_BYTES), which bounds conversation text.
 pub const MAX_NOTE_BYTES: usize = 4096;
 
-/// The completed outcome of a [`Call`], shown to the model.
+/// The completed outcome of a [`Call`](super::Call), shown to the model.
 ///
 /// A *problem* result (bad arguments, file not found, refused by the user) is still a
 /// completed call: the model sees it and can react. Infrastructure failures are
@@ -56,7 +56,7 @@ impl ToolResult {
         }
     }
 
-    /// The [`Call::id`] this answers.
+    /// The [`Call::id`](super::Call::id) this answers.
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
@@ -188,7 +188,7 @@ impl ExecutionError {
         Self::definitive(call_id, Cancelled)
     }
 
-    /// The [`Call::id`] this failure belongs to.
+    /// The [`Call::id`](super::Call::id) this failure belongs to.
     pub fn call_id(&self) -> &str {
         &self.call_id
     }
