@@ -1,6 +1,5 @@
-//! The turn loop, run on one task per run.
+//! Starting a run, and its turn loop, run on one task per run.
 
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::definition::AgentDefinition;
@@ -242,7 +241,7 @@ struct StreamGuard(Option<Box<dyn EventStream>>);
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         let stream = self.0.take();
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(stream)));
+        let _ = contained(move || drop(stream));
     }
 }
 

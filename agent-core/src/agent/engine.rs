@@ -1,7 +1,6 @@
 //! The engine: builds and owns runs; see the [module documentation](super).
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -19,7 +18,7 @@ use crate::event::{Clock, EventLog, LogError, LogLimits, Observer, SystemClock};
 use crate::interaction::Broker;
 use crate::message::{Message, Role};
 use crate::model::ModelProvider;
-use crate::panic::CatchUnwind;
+use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
 use crate::stage::{PlanError, PlanId, ReleaseError, ToolPlanLease, ToolPlans};
 
@@ -237,10 +236,10 @@ impl Engine {
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
         let setup = self.inner.setup.get_or_init(CancellationToken::new);
         let plans = self.inner.plans.source();
-        let future = catch_unwind(AssertUnwindSafe(|| match generation {
+        let future = contained(|| match generation {
             Some(id) => plans.lease_generation(id, setup),
             None => plans.lease_current(setup),
-        }))
+        })
         .map_err(|_| StartError::PlanSourcePanicked)?;
         match CatchUnwind::new(future).await {
             Ok(result) => Ok(result?),

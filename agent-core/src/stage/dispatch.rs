@@ -4,14 +4,13 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio_util::sync::CancellationToken;
 
 use super::plan_id::{PlanId, is_sha256_fingerprint};
 use crate::interaction::{Requester, UnavailableRequester};
-use crate::panic::{CatchUnwind, Panicked};
+use crate::panic::{CatchUnwind, Panicked, contained};
 use crate::run_id::{MAX_RUN_ID_BYTES, RunId};
 use crate::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, MAX_NOTE_BYTES, MAX_PAYLOAD_BYTES,
@@ -455,9 +454,7 @@ impl ToolDispatcher for Dispatcher {
                 first_failure: Mutex::new(None),
             };
             let ctx = ToolContext::new(&reporter, request.cancel);
-            let started = catch_unwind(AssertUnwindSafe(|| {
-                self.tools[index].execute(call.clone(), ctx)
-            }));
+            let started = contained(|| self.tools[index].execute(call.clone(), ctx));
             let Ok(future) = started else {
                 return check_outcome(definition, call, Err(Panicked), None);
             };

@@ -9,7 +9,6 @@
 //! wrapper can dispatch an undeclared tool, and no decorator may change the definition set.
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::dispatch::{
@@ -17,7 +16,7 @@ use super::dispatch::{
     ToolDispatcher,
 };
 use crate::future::BoxFuture;
-use crate::panic::{CatchUnwind, Panicked};
+use crate::panic::{CatchUnwind, Panicked, contained};
 use crate::tool::{Call, Definition, ToolResult};
 use tokio_util::sync::CancellationToken;
 
@@ -125,7 +124,7 @@ impl<'a> Next<'a> {
                 let panicked = || {
                     DispatchError::Contract(ContractViolation::GuardPanicked { index: first_index })
                 };
-                let started = catch_unwind(AssertUnwindSafe(|| guard.guard(guard_request, next)));
+                let started = contained(|| guard.guard(guard_request, next));
                 let Ok(future) = started else {
                     return Err(panicked());
                 };
@@ -284,10 +283,10 @@ pub fn compose_pipeline(
     });
     for (index, decorator) in decorators.iter().enumerate().rev() {
         let inner = current.clone();
-        let wrapped = match catch_unwind(AssertUnwindSafe(|| decorator.wrap(inner))) {
+        let wrapped = match contained(|| decorator.wrap(inner)) {
             Ok(Some(wrapped)) => wrapped,
             Ok(None) => return Err(PipelineError::DecoratorReturnedNothing { index }),
-            Err(_payload) => return Err(PipelineError::DecoratorPanicked { index }),
+            Err(()) => return Err(PipelineError::DecoratorPanicked { index }),
         };
         let declared: Vec<(String, String)> = wrapped
             .definitions()
