@@ -10,7 +10,7 @@ mod plan_id;
 
 pub(crate) use plan_id::is_sha256_fingerprint;
 
-/// Re-exported here, where it has always been reachable; the rule itself is [`RunId`].
+/// The bound a [`DispatchScope`] run id must respect; the whole rule is [`RunId`].
 ///
 /// [`RunId`]: crate::RunId
 pub use crate::run_id::MAX_RUN_ID_BYTES;
