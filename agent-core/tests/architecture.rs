@@ -115,6 +115,16 @@ fn modules_form_a_layered_acyclic_graph() {
             graph.edges
         );
     }
+    let unplaced: Vec<&String> = graph
+        .modules
+        .iter()
+        .filter(|m| !m.is_empty())
+        .filter(|m| {
+            let top = m.split("::").next().unwrap_or(m);
+            !LAYERS.iter().any(|layer| layer.contains(&top))
+        })
+        .collect();
+    assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?}");
     let problems = check(&graph.edges, LAYERS);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
