@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::future::BoxFuture;
 use crate::run_id::RunId;
+use crate::text::check_token;
 
 /// Upper bound, in bytes, of a prompt and of the serialized JSON of a schema or answer value.
 pub const MAX_PAYLOAD_BYTES: usize = 512 * 1024;
@@ -86,15 +87,12 @@ fn invalid(field: &'static str, reason: &'static str) -> InteractionError {
 
 /// Checks that `value` is non-empty, has no surrounding whitespace and fits in `max` bytes.
 fn check_text(field: &'static str, value: &str, max: usize) -> Result<(), InteractionError> {
-    if value.is_empty() {
-        Err(invalid(field, "must not be empty"))
-    } else if value.len() > max {
-        Err(invalid(field, "is too long"))
-    } else if value.trim().len() != value.len() {
-        Err(invalid(field, "must not have surrounding whitespace"))
-    } else {
-        Ok(())
-    }
+    check_token(value, max).map_err(|problem| invalid(field, problem.reason()))
+}
+
+/// Whether `id` is a valid interaction id; a snapshot's recorded ids must be.
+pub(crate) fn is_interaction_id(id: &str) -> bool {
+    check_text("id", id, MAX_TOKEN_BYTES).is_ok()
 }
 
 /// Checks that the serialized JSON of `value` fits in [`MAX_PAYLOAD_BYTES`], stopping early.

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::future::BoxFuture;
 use crate::message::Message;
+use crate::text::check_token;
 use crate::tool::{Call, Definition, MAX_NOTE_BYTES, bounded_note};
 
 /// Longest model name, in bytes.
@@ -59,7 +60,7 @@ pub enum RequestError {
 }
 
 fn valid_token(value: &str, max: usize) -> bool {
-    !value.is_empty() && value.len() <= max && value.trim() == value
+    check_token(value, max).is_ok()
 }
 
 /// What to ask a model: an operation id, which model, the conversation so far and the tools

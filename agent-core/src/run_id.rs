@@ -5,6 +5,8 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::text::{TokenProblem, check_token};
+
 /// Longest run id, in bytes.
 pub const MAX_RUN_ID_BYTES: usize = 96;
 
@@ -48,14 +50,14 @@ pub enum RunIdError {
 }
 
 impl RunIdError {
-    /// What is wrong, without the subject (`"must not be empty"`), for messages that name
-    /// the field themselves.
-    pub fn reason(self) -> &'static str {
+    /// What is wrong, in the words every token check uses.
+    pub(crate) fn reason(self) -> &'static str {
         match self {
-            RunIdError::Empty => "must not be empty",
-            RunIdError::TooLong => "is too long",
-            RunIdError::Untrimmed => "must not have surrounding whitespace",
+            RunIdError::Empty => TokenProblem::Empty,
+            RunIdError::TooLong => TokenProblem::TooLong,
+            RunIdError::Untrimmed => TokenProblem::Untrimmed,
         }
+        .reason()
     }
 }
 
@@ -69,15 +71,11 @@ impl RunId {
 
     /// Checks `id` against the rule without building a [`RunId`].
     pub fn check(id: &str) -> Result<(), RunIdError> {
-        if id.is_empty() {
-            Err(RunIdError::Empty)
-        } else if id.len() > MAX_RUN_ID_BYTES {
-            Err(RunIdError::TooLong)
-        } else if id.trim() != id {
-            Err(RunIdError::Untrimmed)
-        } else {
-            Ok(())
-        }
+        check_token(id, MAX_RUN_ID_BYTES).map_err(|problem| match problem {
+            TokenProblem::Empty => RunIdError::Empty,
+            TokenProblem::TooLong => RunIdError::TooLong,
+            TokenProblem::Untrimmed => RunIdError::Untrimmed,
+        })
     }
 
     /// The id.

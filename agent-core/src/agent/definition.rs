@@ -5,6 +5,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::model::MAX_MODEL_BYTES;
+use crate::text::check_token;
 
 /// Most turns a definition may allow.
 pub const MAX_TURNS: u32 = 1000;
@@ -61,7 +62,7 @@ impl TryFrom<DefinitionParts> for AgentDefinition {
 }
 
 fn bounded_token(value: &str, max: usize) -> bool {
-    !value.is_empty() && value.len() <= max && value.trim() == value
+    check_token(value, max).is_ok()
 }
 
 impl AgentDefinition {

@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::definition::AgentDefinition;
+use crate::interaction::is_interaction_id;
 use crate::message::{Message, Part, Role};
 use crate::model::{MAX_MESSAGES, Usage};
 use crate::run_id::{RUN_ID_RULE, RunId};
@@ -252,9 +253,7 @@ impl Snapshot {
             return Err(Invalid("history must start with the user's message"));
         }
         if self.interaction_ids.len() > MAX_MESSAGES
-            || self.interaction_ids.iter().any(|id| {
-                id.is_empty() || id.trim() != id || id.len() > crate::interaction::MAX_TOKEN_BYTES
-            })
+            || !self.interaction_ids.iter().all(|id| is_interaction_id(id))
         {
             return Err(Invalid("interaction ids must be at most 4096 valid ids"));
         }
