@@ -532,7 +532,7 @@ pub trait Observer: Send + Sync {
     fn publish<'a>(
         &'a self,
         envelope: &'a Envelope,
-    ) -> crate::tool::BoxFuture<'a, Result<(), ObserverError>>;
+    ) -> crate::future::BoxFuture<'a, Result<(), ObserverError>>;
 }
 
 /// Why an [`Observer`] refused an event.

@@ -50,12 +50,16 @@
 pub mod agent;
 pub mod compose;
 pub mod event;
+mod future;
 mod hash;
 pub(crate) mod ident;
 pub mod interaction;
 pub mod message;
 pub mod model;
+mod panic;
+mod run_id;
 pub mod stage;
+mod text;
 pub mod tool;
 
 /// Support for generated code; not public API. The name carries this crate's version
@@ -70,7 +74,8 @@ pub mod __private_v0_1;
 #[doc(hidden)]
 pub use __private_v0_1 as __private;
 
-pub use tool::BoxFuture;
+pub use future::BoxFuture;
+pub use run_id::{RunId, RunIdError};
 
 /// The README's example, compiled and run as a doc test so it cannot rot.
 #[cfg(doctest)]

@@ -11,8 +11,10 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+use crate::future::BoxFuture;
 use crate::message::Message;
-use crate::tool::{BoxFuture, Call, Definition, MAX_TEXT_BYTES, bounded_text};
+use crate::text::check_token;
+use crate::tool::{Call, Definition, MAX_NOTE_BYTES, bounded_note};
 
 /// Longest model name, in bytes.
 pub const MAX_MODEL_BYTES: usize = 256;
@@ -58,7 +60,7 @@ pub enum RequestError {
 }
 
 fn valid_token(value: &str, max: usize) -> bool {
-    !value.is_empty() && value.len() <= max && value.trim() == value
+    check_token(value, max).is_ok()
 }
 
 /// What to ask a model: an operation id, which model, the conversation so far and the tools
@@ -248,11 +250,11 @@ impl ModelProblem {
             code = code[..end].trim_end();
         }
         let code = if code.is_empty() { "unknown" } else { code };
-        let mut message = bounded_text(message.as_ref().trim());
+        let mut message = bounded_note(message.as_ref().trim());
         if message.is_empty() {
             message.push_str("model operation failed");
         }
-        debug_assert!(message.len() <= MAX_TEXT_BYTES);
+        debug_assert!(message.len() <= MAX_NOTE_BYTES);
         ModelProblem {
             code: code.to_owned(),
             message,

@@ -4,26 +4,32 @@
 //! and leased tool plans ([`ToolPlanSource`], [`ToolPlanLease`], [`StaticToolPlanSource`]).
 
 mod dispatch;
-pub(crate) use dispatch::{CatchUnwind, is_sha256_fingerprint};
 mod pipeline;
 mod plan;
+mod plan_id;
 
+pub(crate) use plan_id::is_sha256_fingerprint;
+
+/// The bound a [`DispatchScope`] run id must respect; the whole rule is [`RunId`].
+///
+/// [`RunId`]: crate::RunId
+pub use crate::run_id::MAX_RUN_ID_BYTES;
 pub use dispatch::{
     ContractViolation, DispatchError, DispatchFailure, DispatchRequest, DispatchScope, Dispatcher,
-    DispatcherError, MAX_RUN_ID_BYTES, ScopeError, ToolDispatcher,
+    DispatcherError, ScopeError, ToolDispatcher,
 };
 pub use pipeline::{
     GuardRequest, Next, PipelineError, ToolDispatchDecorator, ToolDispatchGuard, compose_pipeline,
 };
 pub use plan::{
-    MAX_PLAN_ID_BYTES, PlanError, PlanId, PlanIdError, ReleaseError, StaticToolPlanSource,
-    ToolPlanLease, ToolPlanSource, ToolPlans,
+    PlanError, ReleaseError, StaticToolPlanSource, ToolPlanLease, ToolPlanSource, ToolPlans,
 };
+pub use plan_id::{MAX_PLAN_ID_BYTES, PlanId, PlanIdError};
 
 use std::error::Error;
 use std::sync::Arc;
 
-use crate::tool::BoxFuture;
+use crate::future::BoxFuture;
 
 /// One asynchronous processing step from `I` to `O`.
 ///

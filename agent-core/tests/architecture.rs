@@ -1,36 +1,49 @@
 //! Architecture rules that the type system cannot express.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).expect("readable directory") {
+        let path = entry.expect("entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// Every source file of `agent-core/src`, as (path relative to `src`, text).
+fn sources() -> Vec<(String, String)> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&src)
+                .expect("under src")
+                .to_string_lossy()
+                .replace('\\', "/");
+            let text = fs::read_to_string(&path).expect("readable");
+            (relative, text)
+        })
+        .collect()
+}
 
 /// Kernel modules never depend on the composition runtime: the kernel executes graphs that
 /// `compose!` built and must stay usable without it.
 #[test]
 fn kernel_modules_do_not_import_compose() {
-    fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
-        for entry in fs::read_dir(dir).expect("readable directory") {
-            let path = entry.expect("entry").path();
-            if path.is_dir() {
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
     let mut checked = 0;
-    for path in files {
-        let relative = path
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
+    for (relative, text) in sources() {
         if matches!(relative.as_str(), "lib.rs" | "compose.rs" | "private.rs") {
             continue;
         }
-        let text = fs::read_to_string(&path).expect("readable");
         for forbidden in ["crate::compose", "crate::__private", "agent_macros"] {
             assert!(!text.contains(forbidden), "{relative} uses {forbidden}");
         }
@@ -60,4 +73,641 @@ fn no_runtime_registries() {
             );
         }
     }
+}
+
+/// The layers of `agent-core`, lowest first (ARCHITECTURE.md section 2: message, tool,
+/// interaction -> model -> stage -> event <- agent; compose beside, above the kernel). A
+/// module may import modules of its own layer or a lower one, never a higher one; inside a
+/// layer the imports must not form a loop. The first layer holds support modules that know
+/// no kernel type. Submodules belong to the layer of their top module. A new top module must
+/// be placed here, or the test fails.
+const LAYERS: &[&[&str]] = &[
+    &["future", "hash", "ident", "panic", "run_id", "text"],
+    &["message", "tool", "interaction"],
+    &["model"],
+    &["stage"],
+    &["event"],
+    &["agent"],
+    &["compose", "__private"],
+];
+
+/// No module loop and no upward import anywhere in `agent-core/src`, at module granularity
+/// (`stage::dispatch`, `agent::run`, ...).
+#[test]
+fn modules_form_a_layered_acyclic_graph() {
+    let graph = Graph::of_sources(&sources());
+    assert!(
+        graph.modules.len() >= 30,
+        "expected every module to be found, found {:?}",
+        graph.modules
+    );
+    // The scan must see the edges it is meant to judge; these exist by design.
+    for (from, to) in [
+        ("agent::engine", "agent::driver"),
+        ("agent::driver", "agent::run"),
+        ("stage::plan", "stage::dispatch"),
+        ("stage::dispatch", "stage::plan_id"),
+        ("model", "tool::call"),
+    ] {
+        assert!(
+            graph.edges.contains(&(from.to_owned(), to.to_owned())),
+            "expected the edge {from} -> {to}; found {:#?}",
+            graph.edges
+        );
+    }
+    let unplaced: Vec<&String> = graph
+        .modules
+        .iter()
+        .filter(|m| !m.is_empty())
+        .filter(|m| {
+            let top = m.split("::").next().unwrap_or(m);
+            !LAYERS.iter().any(|layer| layer.contains(&top))
+        })
+        .collect();
+    assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?}");
+    let problems = check(&graph.edges, LAYERS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+// ---- the checker ----
+
+/// A problem with a module graph: every loop and every upward edge, as sentences.
+fn check(edges: &BTreeSet<(String, String)>, layers: &[&[&str]]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let layer_of = |module: &str| {
+        let top = module.split("::").next().unwrap_or(module);
+        layers.iter().position(|layer| layer.contains(&top))
+    };
+    for (from, to) in edges {
+        match (layer_of(from), layer_of(to)) {
+            (Some(a), Some(b)) if b > a => problems.push(format!(
+                "upward import: {from} (layer {a}) imports {to} (layer {b})"
+            )),
+            (Some(_), Some(_)) => {}
+            _ => {
+                for module in [from, to] {
+                    if layer_of(module).is_none() {
+                        problems.push(format!("module {module} is in no layer"));
+                    }
+                }
+            }
+        }
+    }
+    problems.extend(
+        cycles(edges)
+            .into_iter()
+            .map(|cycle| format!("module loop: {}", cycle.join(" -> "))),
+    );
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
+/// One loop per strongly connected component with more than one module (or a self edge),
+/// written as a closed path.
+fn cycles(edges: &BTreeSet<(String, String)>) -> Vec<Vec<String>> {
+    let mut next: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (from, to) in edges {
+        next.entry(from).or_default().push(to);
+        next.entry(to).or_default();
+    }
+    let mut found = Vec::new();
+    let mut done: BTreeSet<&str> = BTreeSet::new();
+    for &start in next.keys() {
+        if done.contains(start) {
+            continue;
+        }
+        // Depth-first search with an explicit stack of (module, next child index).
+        let mut path: Vec<&str> = vec![start];
+        let mut index: Vec<usize> = vec![0];
+        let mut on_path: BTreeSet<&str> = BTreeSet::from([start]);
+        while let Some(&top) = path.last() {
+            let i = index.last_mut().expect("same length as path");
+            if let Some(&child) = next[top].get(*i) {
+                *i += 1;
+                if on_path.contains(child) {
+                    let from = path.iter().position(|&m| m == child).expect("on path");
+                    let mut cycle: Vec<String> =
+                        path[from..].iter().map(|m| (*m).to_owned()).collect();
+                    cycle.push(child.to_owned());
+                    found.push(cycle);
+                } else if !done.contains(child) {
+                    path.push(child);
+                    index.push(0);
+                    on_path.insert(child);
+                }
+            } else {
+                done.insert(top);
+                on_path.remove(top);
+                path.pop();
+                index.pop();
+            }
+        }
+    }
+    found
+}
+
+/// The modules of a crate and the imports between them. An edge `a -> b` means a names
+/// something of b (through `use` or an inline `crate::`/`super::`/`self::` path). A module
+/// declaring and re-exporting its own submodules is containment, not an edge. A path through
+/// a re-export counts as an edge to the module that defines the item, so a facade cannot
+/// hide a loop. Comments (including doc links) and `#[cfg(test)]` items are not
+/// dependencies and are skipped.
+struct Graph {
+    modules: BTreeSet<String>,
+    edges: BTreeSet<(String, String)>,
+}
+
+/// One path a module names: its absolute segments, and whether it is re-exported under a
+/// name (then `alias` is that name).
+struct Named {
+    path: Vec<String>,
+    reexported_as: Option<String>,
+}
+
+impl Graph {
+    fn of_sources(files: &[(String, String)]) -> Graph {
+        let mut modules = BTreeSet::new();
+        let mut named: BTreeMap<String, Vec<Named>> = BTreeMap::new();
+        let texts: Vec<(String, Vec<String>)> = files
+            .iter()
+            .map(|(file, text)| (module_of(file), tokens(&without_tests(&strip(text)))))
+            .collect();
+        for (module, _) in &texts {
+            modules.insert(module.clone());
+        }
+        for (module, tokens) in &texts {
+            named.insert(module.clone(), paths(module, tokens, &modules));
+        }
+        // Re-exports: module -> name -> absolute path of what it re-exports.
+        let mut reexports: BTreeMap<&str, BTreeMap<&str, &[String]>> = BTreeMap::new();
+        for (module, list) in &named {
+            for item in list {
+                if let Some(alias) = &item.reexported_as {
+                    reexports
+                        .entry(module)
+                        .or_default()
+                        .insert(alias, &item.path);
+                }
+            }
+        }
+        let resolve = |path: &[String]| -> Option<String> {
+            let mut path = path.to_vec();
+            for _ in 0..8 {
+                let (module, rest) = longest_module(&path, &modules)?;
+                let Some(name) = rest.first() else {
+                    return Some(module);
+                };
+                match reexports
+                    .get(module.as_str())
+                    .and_then(|r| r.get(name.as_str()))
+                {
+                    Some(target) if target[..] != path[..] => {
+                        let mut next = target.to_vec();
+                        next.extend_from_slice(&rest[1..]);
+                        path = next;
+                    }
+                    _ => return Some(module),
+                }
+            }
+            None
+        };
+        let mut edges = BTreeSet::new();
+        for (module, list) in &named {
+            for item in list {
+                let Some(target) = resolve(&item.path) else {
+                    continue;
+                };
+                let contained = target == *module
+                    || module.is_empty()
+                    || target.starts_with(&format!("{module}::"));
+                if !contained && !target.is_empty() {
+                    edges.insert((module.clone(), target));
+                }
+            }
+        }
+        Graph { modules, edges }
+    }
+}
+
+/// `stage/dispatch.rs` -> `stage::dispatch`; `lib.rs` is the crate root (`""`);
+/// `private.rs` is mounted as `__private`.
+fn module_of(file: &str) -> String {
+    let file = file.strip_suffix(".rs").unwrap_or(file);
+    let file = file.strip_suffix("/mod").unwrap_or(file);
+    match file {
+        "lib" => String::new(),
+        "private" => "__private".to_owned(),
+        other => other.replace('/', "::"),
+    }
+}
+
+/// The longest known module that prefixes `path`, and the segments after it.
+fn longest_module(path: &[String], modules: &BTreeSet<String>) -> Option<(String, Vec<String>)> {
+    (0..=path.len()).rev().find_map(|n| {
+        let candidate = path[..n].join("::");
+        modules
+            .contains(&candidate)
+            .then(|| (candidate, path[n..].to_vec()))
+    })
+}
+
+/// `text` with comments, string and character literals replaced by spaces.
+fn strip(text: &str) -> String {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        let next = chars.get(i + 1).copied();
+        if c == '/' && next == Some('/') {
+            while i < chars.len() && chars[i] != '\n' {
+                i += 1;
+            }
+        } else if c == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < chars.len() {
+                if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_before(&chars, i) {
+            // A raw string: r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while chars.get(j) == Some(&'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if chars.get(j) != Some(&'"') {
+                out.push(c);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= chars.len() {
+                    break;
+                }
+                if chars[j] == '"' && (0..hashes).all(|k| chars.get(j + 1 + k) == Some(&'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            i = j;
+            out.push(' ');
+        } else if c == '"' {
+            i += 1;
+            while i < chars.len() && chars[i] != '"' {
+                if chars[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push(' ');
+        } else if c == '\'' {
+            // A character literal ('x', '\n', '\u{1F600}') or a lifetime ('a).
+            if next == Some('\\') {
+                i += 2;
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i += 1;
+                out.push(' ');
+            } else if chars.get(i + 2) == Some(&'\'') {
+                i += 3;
+                out.push(' ');
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        } else {
+            out.push(c);
+            i += 1;
+        }
+    }
+    out
+}
+
+fn ident_before(chars: &[char], i: usize) -> bool {
+    i > 0 && (chars[i - 1].is_alphanumeric() || chars[i - 1] == '_')
+}
+
+/// `text` without the items marked `#[cfg(test)]`: tests may reach anywhere.
+fn without_tests(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let brace = after.find('{');
+        let semi = after.find(';');
+        let end = match (brace, semi) {
+            (Some(b), Some(s)) if s < b => s + 1,
+            (Some(b), _) => {
+                let mut depth = 0;
+                let mut end = after.len();
+                for (k, ch) in after[b..].char_indices() {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = b + k + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            (None, Some(s)) => s + 1,
+            (None, None) => after.len(),
+        };
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Identifiers (with `r#` dropped) and punctuation, `::` as one token.
+fn tokens(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let c = chars[i];
+        if c.is_whitespace() {
+            i += 1;
+        } else if c.is_alphanumeric() || c == '_' {
+            let start = i;
+            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                i += 1;
+            }
+            let word: String = chars[start..i].iter().collect();
+            if word == "r" && chars.get(i) == Some(&'#') {
+                i += 1;
+                continue;
+            }
+            out.push(word);
+        } else if c == ':' && chars.get(i + 1) == Some(&':') {
+            out.push("::".to_owned());
+            i += 2;
+        } else {
+            out.push(c.to_string());
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Every path `module` names through `use` declarations (expanded, with their re-export
+/// names) and through inline paths starting with `crate`, `super` or `self`, made absolute.
+fn paths(module: &str, tokens: &[String], modules: &BTreeSet<String>) -> Vec<Named> {
+    let here: Vec<String> = if module.is_empty() {
+        Vec::new()
+    } else {
+        module.split("::").map(str::to_owned).collect()
+    };
+    let child = |name: &str| {
+        let mut path = here.clone();
+        path.push(name.to_owned());
+        modules.contains(&path.join("::"))
+    };
+    // Makes a path absolute; `None` for paths into other crates.
+    let absolute = |segments: &[String]| -> Option<Vec<String>> {
+        let first = segments.first()?;
+        let mut path = match first.as_str() {
+            "crate" => Vec::new(),
+            "self" => here.clone(),
+            "super" => {
+                let mut base = here.clone();
+                let mut rest = segments;
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop();
+                    rest = &rest[1..];
+                }
+                base.extend(rest.iter().cloned());
+                return Some(base);
+            }
+            name if child(name) => {
+                let mut path = here.clone();
+                path.push(name.to_owned());
+                path.extend(segments[1..].iter().cloned());
+                return Some(path);
+            }
+            _ => return None,
+        };
+        path.extend(segments[1..].iter().cloned());
+        Some(path)
+    };
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if tokens[i] == "use" {
+            let public = i > 0 && (tokens[i - 1] == "pub" || tokens[i - 1] == ")");
+            let end = tokens[i..]
+                .iter()
+                .position(|t| t == ";")
+                .map_or(tokens.len(), |p| i + p);
+            for (segments, alias) in expand_use(&tokens[i + 1..end]) {
+                if let Some(path) = absolute(&segments) {
+                    out.push(Named {
+                        path,
+                        reexported_as: alias.filter(|_| public),
+                    });
+                }
+            }
+            i = end + 1;
+            continue;
+        }
+        let starts_path = matches!(tokens[i].as_str(), "crate" | "super" | "self")
+            && tokens.get(i + 1).is_some_and(|t| t == "::")
+            && (i == 0 || tokens[i - 1] != "::");
+        if starts_path {
+            let mut segments = vec![tokens[i].clone()];
+            let mut j = i + 1;
+            while tokens.get(j).is_some_and(|t| t == "::")
+                && tokens
+                    .get(j + 1)
+                    .is_some_and(|t| t.chars().all(|c| c.is_alphanumeric() || c == '_'))
+            {
+                segments.push(tokens[j + 1].clone());
+                j += 2;
+            }
+            if let Some(path) = absolute(&segments) {
+                out.push(Named {
+                    path,
+                    reexported_as: None,
+                });
+            }
+            i = j;
+            continue;
+        }
+        i += 1;
+    }
+    out
+}
+
+/// Expands a use tree (`a::{b, c::{self, d as e}, f::*}`) into (segments, name bound).
+/// A glob binds no name; `self` stands for the path before it.
+fn expand_use(tree: &[String]) -> Vec<(Vec<String>, Option<String>)> {
+    fn walk(tree: &[String], prefix: &[String], out: &mut Vec<(Vec<String>, Option<String>)>) {
+        for part in split_top(tree, ",") {
+            let mut path = prefix.to_vec();
+            let mut k = 0;
+            if part.first().is_some_and(|t| t == "::") {
+                k = 1;
+            }
+            while k < part.len() {
+                let t = &part[k];
+                if t == "{" {
+                    let close =
+                        part.len() - 1 - part.iter().rev().position(|t| t == "}").unwrap_or(0);
+                    walk(&part[k + 1..close], &path, out);
+                    break;
+                } else if t == "*" {
+                    out.push((path.clone(), None));
+                    break;
+                } else if t == "as" {
+                    let alias = part.get(k + 1).cloned();
+                    out.push((path.clone(), alias.filter(|a| a != "_")));
+                    break;
+                } else if t == "::" {
+                    k += 1;
+                    continue;
+                } else if t == "self" && !path.is_empty() {
+                    // `a::{self}` names `a` itself.
+                } else {
+                    path.push(t.clone());
+                }
+                k += 1;
+                if k == part.len() {
+                    let name = path.last().cloned();
+                    out.push((path.clone(), name));
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(tree, &[], &mut out);
+    out
+}
+
+/// Splits `tokens` at `separator` outside braces.
+fn split_top<'a>(tokens: &'a [String], separator: &str) -> Vec<&'a [String]> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0);
+    for (k, t) in tokens.iter().enumerate() {
+        match t.as_str() {
+            "{" => depth += 1,
+            "}" => depth = depth.saturating_sub(1),
+            s if s == separator && depth == 0 => {
+                parts.push(&tokens[start..k]);
+                start = k + 1;
+            }
+            _ => {}
+        }
+    }
+    if start < tokens.len() {
+        parts.push(&tokens[start..]);
+    }
+    parts.into_iter().filter(|p| !p.is_empty()).collect()
+}
+
+// ---- the checker is itself tested, so the rule above can fail ----
+
+fn edge_set(edges: &[(&str, &str)]) -> BTreeSet<(String, String)> {
+    edges
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect()
+}
+
+#[test]
+fn the_checker_finds_a_loop() {
+    let layers: &[&[&str]] = &[&["low"], &["high"]];
+    let edges = edge_set(&[
+        ("high::a", "high::b"),
+        ("high::b", "high::c"),
+        ("high::c", "high::a"),
+        ("high::c", "low"),
+    ]);
+    let problems = check(&edges, layers);
+    assert_eq!(
+        problems,
+        ["module loop: high::a -> high::b -> high::c -> high::a"]
+    );
+    let mutual = edge_set(&[("low::x", "low::y"), ("low::y", "low::x")]);
+    assert_eq!(
+        check(&mutual, layers),
+        ["module loop: low::x -> low::y -> low::x"]
+    );
+}
+
+#[test]
+fn the_checker_finds_an_upward_edge_and_an_unplaced_module() {
+    let layers: &[&[&str]] = &[&["low"], &["high"]];
+    let edges = edge_set(&[("high", "low"), ("low::leaf", "high::top")]);
+    assert_eq!(
+        check(&edges, layers),
+        ["upward import: low::leaf (layer 0) imports high::top (layer 1)"]
+    );
+    let unplaced = edge_set(&[("high", "nowhere")]);
+    assert_eq!(check(&unplaced, layers), ["module nowhere is in no layer"]);
+    assert!(check(&edge_set(&[("high", "low")]), layers).is_empty());
+}
+
+#[test]
+fn the_scanner_resolves_uses_reexports_and_inline_paths() {
+    let files = [
+        ("lib.rs", "mod a; mod b; pub use a::Thing;"),
+        (
+            "a.rs",
+            "mod inner;\npub use inner::{Thing, Other as Renamed};\n/// [`crate::b::X`] in a doc link is not an import\nfn f() { let s = \"crate::b::Y\"; }",
+        ),
+        ("a/inner.rs", "pub struct Thing; pub struct Other;"),
+        (
+            "b.rs",
+            "use crate::a::{Thing, Renamed};\nfn g() -> crate::Thing { super::b::h() }\n#[cfg(test)]\nmod tests { use crate::a::inner::Other; }",
+        ),
+        ("b/deep.rs", "use super::super::a::inner::*;"),
+    ];
+    let files: Vec<(String, String)> = files
+        .iter()
+        .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+        .collect();
+    let graph = Graph::of_sources(&files);
+    let edges: Vec<(String, String)> = graph.edges.into_iter().collect();
+    let expected: Vec<(String, String)> = [("b", "a::inner"), ("b::deep", "a::inner")]
+        .iter()
+        .map(|(a, b)| ((*a).to_owned(), (*b).to_owned()))
+        .collect();
+    assert_eq!(edges, expected);
+    // A loop through a facade is still a loop.
+    let looped = [
+        ("lib.rs", "mod s;"),
+        ("s.rs", "mod p; mod q; pub use p::P; pub use q::Q;"),
+        ("s/p.rs", "use super::Q; pub struct P;"),
+        ("s/q.rs", "use crate::s::P; pub struct Q;"),
+    ];
+    let looped: Vec<(String, String)> = looped
+        .iter()
+        .map(|(f, t)| ((*f).to_owned(), (*t).to_owned()))
+        .collect();
+    let problems = check(&Graph::of_sources(&looped).edges, &[&["s"]]);
+    assert_eq!(problems, ["module loop: s::p -> s::q -> s::p"]);
 }

@@ -1,15 +1,14 @@
-//! The turn loop, run on one task per run.
+//! Starting a run, and its turn loop, run on one task per run.
 
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
-use std::time::Duration;
 
+use super::definition::AgentDefinition;
+use super::inner::EngineInner;
+use super::release::release_bounded;
 use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
+use super::run::{Run, RunError, RunOutput};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
-use super::{Failure, RunOutput, format_arc, release_bounded};
+use crate::event::EventLog;
 use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
@@ -17,39 +16,51 @@ use crate::model::{
     EventStream, MAX_MESSAGES, MAX_OPERATION_TEXT_BYTES, MAX_OPERATION_TOOL_CALLS,
     MAX_REQUEST_BYTES, MAX_TEXT_DELTA_BYTES, ModelRequest, StreamEvent, Usage,
 };
-use crate::stage::{CatchUnwind, DispatchError, DispatchRequest, DispatchScope};
+use crate::panic::{CatchUnwind, contained};
+use crate::run_id::RunId;
+use crate::stage::ToolPlanLease;
+use crate::stage::{DispatchError, DispatchRequest, DispatchScope};
+use crate::text::format_arc;
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
+use std::collections::BTreeSet;
+use tokio_util::sync::CancellationToken;
 
-/// Calls `f`, containing a panic (whose payload is dropped unread).
-pub(crate) fn contained<R>(f: impl FnOnce() -> R) -> Result<R, ()> {
-    catch_unwind(AssertUnwindSafe(f)).map_err(|_| ())
+/// How a run begins.
+pub(crate) enum Start {
+    Fresh {
+        agent: AgentDefinition,
+        input: Message,
+    },
+    Resumed(Box<Snapshot>),
 }
 
-/// Polls `future` once: `Some` when it finished immediately.
-pub(crate) async fn poll_once<F: Future>(mut future: Pin<&mut F>) -> Option<F::Output> {
-    std::future::poll_fn(|cx| {
-        Poll::Ready(match future.as_mut().poll(cx) {
-            Poll::Ready(output) => Some(output),
-            Poll::Pending => None,
-        })
-    })
-    .await
-}
-
-/// Runs `future` for at most `limit`; `None` when it did not finish. A future that is ready
-/// at once never touches the timer, so engines on runtimes without a time driver work as
-/// long as nothing needs to wait.
-pub(crate) async fn bounded<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
-    tokio::pin!(future);
-    if let Some(output) = poll_once(future.as_mut()).await {
-        return Some(output);
-    }
-    tokio::time::timeout(limit, future).await.ok()
+/// Starts a run: its shared state, then the task that drives it on `runtime`.
+pub(crate) fn launch(
+    runtime: &tokio::runtime::Handle,
+    engine: Arc<EngineInner>,
+    id: RunId,
+    lease: ToolPlanLease,
+    log: EventLog,
+    cancel: CancellationToken,
+    start: Start,
+) -> Run {
+    let (agent, interaction_ids, loop_state) = match start {
+        Start::Fresh { agent, input } => (agent, BTreeSet::new(), LoopState::fresh(input)),
+        Start::Resumed(snapshot) => {
+            let snapshot = *snapshot;
+            let agent = snapshot.agent.clone();
+            let ids = snapshot.interaction_ids.clone();
+            (agent, ids, LoopState::resumed(snapshot))
+        }
+    };
+    let shared = RunShared::new(engine, id, lease, log, cancel, agent, interaction_ids);
+    runtime.spawn(drive(shared.clone(), loop_state));
+    Run::new(shared)
 }
 
 /// How far one requested tool call got.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Progress {
+enum CallProgress {
     NotStarted,
     /// `tool.started` was committed; no outcome is known.
     Started,
@@ -62,21 +73,25 @@ enum Progress {
 struct OpenCall {
     call: Call,
     facts: Option<Arc<ToolFacts>>,
-    progress: Progress,
+    progress: CallProgress,
 }
 
 impl OpenCall {
     fn unfinished(&self) -> Option<UnfinishedCall> {
         let effect = self.facts.as_ref().map(|f| f.effect);
         let (state, retry) = match self.progress {
-            Progress::Done => return None,
-            Progress::NotStarted => (CallState::NotStarted, None),
-            Progress::Started if effect == Some(Effect::ReadOnly) => (CallState::Interrupted, None),
-            Progress::Started => (CallState::Uncertain, None),
-            Progress::Failed(ExecutionState::Uncertain, _) => {
+            CallProgress::Done => return None,
+            CallProgress::NotStarted => (CallState::NotStarted, None),
+            CallProgress::Started if effect == Some(Effect::ReadOnly) => {
+                (CallState::Interrupted, None)
+            }
+            CallProgress::Started => (CallState::Uncertain, None),
+            CallProgress::Failed(ExecutionState::Uncertain, _) => {
                 (CallState::Uncertain, Some(RetryDisposition::Never))
             }
-            Progress::Failed(ExecutionState::Definitive, retry) => (CallState::Failed, Some(retry)),
+            CallProgress::Failed(ExecutionState::Definitive, retry) => {
+                (CallState::Failed, Some(retry))
+            }
         };
         Some(UnfinishedCall {
             call_id: self.call.id().to_owned(),
@@ -136,10 +151,10 @@ impl LoopState {
         }
     }
 
-    fn push(&mut self, message: Message) -> Result<(), Failure> {
+    fn push(&mut self, message: Message) -> Result<(), RunError> {
         let size = message.size_bytes();
         if self.history.len() >= MAX_MESSAGES || self.history_bytes + size > MAX_REQUEST_BYTES {
-            return Err(Failure::with(FailureCode::ModelProtocol, HistoryFull));
+            return Err(RunError::with(FailureCode::ModelProtocol, HistoryFull));
         }
         self.history_bytes += size;
         Arc::make_mut(&mut self.history).push(message);
@@ -175,7 +190,7 @@ struct ModelFailure {
     problem: String,
     retryable: bool,
     before_stream: bool,
-    failure: Failure,
+    failure: RunError,
 }
 
 impl ModelFailure {
@@ -184,7 +199,7 @@ impl ModelFailure {
             problem: "model_protocol".to_owned(),
             retryable: false,
             before_stream: !observed,
-            failure: Failure::with(FailureCode::ModelProtocol, Protocol(why)),
+            failure: RunError::with(FailureCode::ModelProtocol, Protocol(why)),
         }
     }
 
@@ -193,7 +208,7 @@ impl ModelFailure {
             problem: "cancelled".to_owned(),
             retryable: false,
             before_stream: !observed,
-            failure: Failure::new(FailureCode::Cancelled),
+            failure: RunError::new(FailureCode::Cancelled),
         }
     }
 
@@ -202,7 +217,7 @@ impl ModelFailure {
             problem: "panicked".to_owned(),
             retryable: false,
             before_stream: !observed,
-            failure: Failure::new(FailureCode::Panicked),
+            failure: RunError::new(FailureCode::Panicked),
         }
     }
 
@@ -215,7 +230,7 @@ impl ModelFailure {
             problem: problem.code().to_owned(),
             retryable: problem.is_retryable() && !observed,
             before_stream: !observed,
-            failure: Failure::with(FailureCode::ModelFailed, error),
+            failure: RunError::with(FailureCode::ModelFailed, error),
         }
     }
 }
@@ -226,7 +241,7 @@ struct StreamGuard(Option<Box<dyn EventStream>>);
 impl Drop for StreamGuard {
     fn drop(&mut self) {
         let stream = self.0.take();
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(stream)));
+        let _ = contained(move || drop(stream));
     }
 }
 
@@ -236,22 +251,22 @@ pub(crate) async fn drive(shared: Arc<RunShared>, mut state: LoopState) {
         let run = std::pin::pin!(run_loop(&shared, &mut state));
         match CatchUnwind::new(run).await {
             Ok(result) => result,
-            Err(_) => Err(Failure::new(FailureCode::Panicked)),
+            Err(_) => Err(RunError::new(FailureCode::Panicked)),
         }
     };
     finalize(&shared, state, result).await;
 }
 
 /// The terminal classification comes from the run's own token only.
-fn classify(shared: &RunShared, failure: Failure) -> Failure {
+fn classify(shared: &RunShared, failure: RunError) -> RunError {
     if shared.cancel.is_cancelled() && failure.code != FailureCode::Cancelled {
-        Failure {
+        RunError {
             code: FailureCode::Cancelled,
             detail: failure.detail,
         }
     } else if !shared.cancel.is_cancelled() && failure.code == FailureCode::Cancelled {
         // Something else reported a cancellation while the run was alive.
-        Failure {
+        RunError {
             code: FailureCode::ToolFailed,
             detail: failure.detail,
         }
@@ -260,7 +275,7 @@ fn classify(shared: &RunShared, failure: Failure) -> Failure {
     }
 }
 
-async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), Failure> {
+async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), RunError> {
     let max_turns = shared.agent.max_turns();
     if state.fresh {
         let started = Event::RunStarted {
@@ -313,7 +328,7 @@ async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), 
         }
         turn += 1;
     }
-    Err(Failure::new(FailureCode::MaxTurnsExceeded))
+    Err(RunError::new(FailureCode::MaxTurnsExceeded))
 }
 
 /// Parks the run here if a suspension was requested.
@@ -321,7 +336,7 @@ async fn boundary(
     shared: &Arc<RunShared>,
     state: &mut LoopState,
     turn: u32,
-) -> Result<(), Failure> {
+) -> Result<(), RunError> {
     if !shared.suspension_requested() {
         return Ok(());
     }
@@ -340,7 +355,7 @@ async fn boundary(
                 state.history = data.history;
             }
             if !resumed {
-                return Err(Failure::new(FailureCode::Cancelled));
+                return Err(RunError::new(FailureCode::Cancelled));
             }
         }
     }
@@ -352,7 +367,7 @@ async fn run_turn(
     shared: &Arc<RunShared>,
     state: &mut LoopState,
     turn: u32,
-) -> Result<bool, Failure> {
+) -> Result<bool, RunError> {
     if !state.pending.is_empty() {
         // Finish the interrupted round first; the model then sees every result this turn.
         settle(shared, state, turn).await?;
@@ -416,7 +431,7 @@ async fn run_turn(
     if calls.is_empty() {
         if !text.is_empty() {
             let answer = Message::new(Role::Assistant, text_parts(&text))
-                .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+                .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
             state.push(answer)?;
         }
         state.answer = text;
@@ -427,14 +442,14 @@ async fn run_turn(
     parts.reserve(calls.len());
     parts.extend(calls.iter().cloned().map(Part::ToolCall));
     let request_message = Message::new(Role::Assistant, parts)
-        .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+        .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
     state.push(request_message)?;
     state.round = calls
         .into_iter()
         .map(|call| OpenCall {
             facts: shared.lease.facts(call.name()).cloned(),
             call,
-            progress: Progress::NotStarted,
+            progress: CallProgress::NotStarted,
         })
         .collect();
     for index in 0..state.round.len() {
@@ -462,7 +477,7 @@ fn text_parts(text: &str) -> Vec<Part> {
 
 /// Rejects a call id used twice in this response or anywhere in history, before anything
 /// runs.
-fn check_call_ids(history: &[Message], calls: &[Call]) -> Result<(), Failure> {
+fn check_call_ids(history: &[Message], calls: &[Call]) -> Result<(), RunError> {
     for (index, call) in calls.iter().enumerate() {
         let repeated = calls[..index].iter().any(|c| c.id() == call.id())
             || history
@@ -470,7 +485,7 @@ fn check_call_ids(history: &[Message], calls: &[Call]) -> Result<(), Failure> {
                 .flat_map(Message::tool_calls)
                 .any(|c| c.id() == call.id());
         if repeated {
-            return Err(Failure::with(
+            return Err(RunError::with(
                 FailureCode::DuplicateCallId,
                 DuplicateCallId(call.id().to_owned()),
             ));
@@ -525,7 +540,7 @@ async fn model_operation(
                     problem: "provider_stream".to_owned(),
                     retryable: false,
                     before_stream: !observed,
-                    failure: Failure::with(
+                    failure: RunError::with(
                         FailureCode::ModelProtocol,
                         Protocol("the model stream ended without a terminal event"),
                     ),
@@ -596,7 +611,7 @@ async fn run_call(
     state: &mut LoopState,
     turn: u32,
     index: usize,
-) -> Result<(), Failure> {
+) -> Result<(), RunError> {
     let requester = state
         .requester
         .get_or_insert_with(|| Arc::new(RunRequester(shared.clone())))
@@ -609,7 +624,7 @@ async fn run_call(
         shared.lease.id().clone(),
         shared.lease.fingerprint_arc().clone(),
     )
-    .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?
+    .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?
     .with_requester(requester);
     let entry = &state.round[index];
     let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
@@ -626,15 +641,15 @@ async fn run_call(
         let committed = error.committed();
         let failure = classify(shared, failure_for(error));
         if committed {
-            state.round[index].progress = Progress::Started;
+            state.round[index].progress = CallProgress::Started;
             emit_tool_failed(shared, call_id, name, failure.code, None).await;
         }
         return Err(failure);
     }
-    state.round[index].progress = Progress::Started;
+    state.round[index].progress = CallProgress::Started;
     if facts.is_none() {
         state.round[index].progress =
-            Progress::Failed(ExecutionState::Definitive, RetryDisposition::Never);
+            CallProgress::Failed(ExecutionState::Definitive, RetryDisposition::Never);
         let definitive = (ExecutionState::Definitive, RetryDisposition::Never);
         emit_tool_failed(
             shared,
@@ -644,7 +659,7 @@ async fn run_call(
             Some(definitive),
         )
         .await;
-        return Err(Failure::with(
+        return Err(RunError::with(
             FailureCode::UndeclaredTool,
             UndeclaredTool(name),
         ));
@@ -690,9 +705,9 @@ async fn run_call(
                 problem,
             });
             let message = Message::new(Role::Tool, vec![part])
-                .map_err(|e| Failure::with(FailureCode::ToolFailed, e))?;
+                .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?;
             state.push(message)?;
-            state.round[index].progress = Progress::Done;
+            state.round[index].progress = CallProgress::Done;
             emitted.map_err(failure_for)
         }
         Ok(Err(error)) => {
@@ -702,7 +717,7 @@ async fn run_call(
                 _ => None,
             };
             if let Some(e) = execution {
-                state.round[index].progress = Progress::Failed(e.state(), e.retry());
+                state.round[index].progress = CallProgress::Failed(e.state(), e.retry());
             }
             let code = if shared.cancel.is_cancelled() {
                 FailureCode::Cancelled
@@ -711,11 +726,11 @@ async fn run_call(
             };
             let execution = execution.map(|e| (e.state(), e.retry()));
             emit_tool_failed(shared, call_id, name, code, execution).await;
-            Err(Failure::with(code, error))
+            Err(RunError::with(code, error))
         }
         Err(()) => {
             emit_tool_failed(shared, call_id, name, FailureCode::Panicked, None).await;
-            Err(Failure::new(FailureCode::Panicked))
+            Err(RunError::new(FailureCode::Panicked))
         }
     }
 }
@@ -741,7 +756,7 @@ async fn emit_tool_failed(
 
 /// Finishes the tool round a resumed snapshot left open: runs what may run, and tells the
 /// model about the rest instead of replaying it.
-async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Result<(), Failure> {
+async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Result<(), RunError> {
     let pending = std::mem::take(&mut state.pending);
     let mut round = Vec::with_capacity(pending.len());
     for unfinished in &pending {
@@ -752,7 +767,7 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
             .flat_map(Message::tool_calls)
             .find(|c| c.id() == unfinished.call_id)
             .cloned()
-            .ok_or(Failure::with(
+            .ok_or(RunError::with(
                 FailureCode::ModelProtocol,
                 Protocol("an unfinished call is missing from history"),
             ))?;
@@ -760,12 +775,12 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
             facts: shared.lease.facts(call.name()).cloned(),
             call,
             progress: match unfinished.state {
-                CallState::NotStarted => Progress::NotStarted,
-                CallState::Interrupted => Progress::Started,
+                CallState::NotStarted => CallProgress::NotStarted,
+                CallState::Interrupted => CallProgress::Started,
                 CallState::Uncertain => {
-                    Progress::Failed(ExecutionState::Uncertain, RetryDisposition::Never)
+                    CallProgress::Failed(ExecutionState::Uncertain, RetryDisposition::Never)
                 }
-                CallState::Failed => Progress::Failed(
+                CallState::Failed => CallProgress::Failed(
                     ExecutionState::Definitive,
                     unfinished.retry.unwrap_or(RetryDisposition::Never),
                 ),
@@ -801,23 +816,23 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
             problem: true,
         });
         let message = Message::new(Role::Tool, vec![part])
-            .map_err(|e| Failure::with(FailureCode::ModelProtocol, e))?;
+            .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
         state.push(message)?;
-        state.round[index].progress = Progress::Done;
+        state.round[index].progress = CallProgress::Done;
     }
     state.round.clear();
     Ok(())
 }
 
 /// The single path every run ends through.
-async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), Failure>) {
+async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), RunError>) {
     shared.begin_finishing();
     let mut outcome = result.map_err(|failure| classify(shared, failure));
     shared.cancel.cancel();
     shared.wait_for_interactions().await;
     let timeout = shared.engine.options.finalization_timeout;
     if let Err(error) = release_bounded(&shared.lease, timeout).await {
-        outcome = Err(Failure::with(FailureCode::PlanReleaseFailed, error));
+        outcome = Err(RunError::with(FailureCode::PlanReleaseFailed, error));
     }
     let terminal = match &outcome {
         Ok(()) => Event::RunCompleted,

@@ -7,25 +7,21 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::definition::AgentDefinition;
+use super::inner::EngineInner;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
-use super::{AgentDefinition, EngineInner, Failure, driver};
 use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
+use crate::future::BoxFuture;
+use crate::future::bounded;
 use crate::interaction::{
     InteractionError, InteractionRequest, InteractionResponse, Requester, Scope,
 };
 use crate::message::Message;
 use crate::model::Usage;
-use crate::stage::{CatchUnwind, PlanId, ToolPlanLease};
-use crate::tool::{BoxFuture, Progress, ReportError, Reporter};
-
-/// How a run begins.
-pub(crate) enum Start {
-    Fresh {
-        agent: AgentDefinition,
-        input: Message,
-    },
-    Resumed(Box<Snapshot>),
-}
+use crate::panic::{CatchUnwind, contained};
+use crate::run_id::RunId;
+use crate::stage::{PlanId, ToolPlanLease};
+use crate::tool::{Progress, ReportError, Reporter};
 
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -179,18 +175,18 @@ impl EmitError {
 }
 
 /// The failure an emission error causes.
-pub(crate) fn failure_for(error: EmitError) -> Failure {
+pub(crate) fn failure_for(error: EmitError) -> RunError {
     match error {
-        EmitError::Cancelled => Failure::new(FailureCode::Cancelled),
-        EmitError::Log(e) => Failure::with(FailureCode::EventLogExhausted, e),
-        EmitError::Observer(e) => Failure::with(FailureCode::ObserverFailed, e),
-        EmitError::ObserverPanicked => Failure::new(FailureCode::Panicked),
-        EmitError::ObserverTimedOut => Failure::new(FailureCode::ObserverFailed),
+        EmitError::Cancelled => RunError::new(FailureCode::Cancelled),
+        EmitError::Log(e) => RunError::with(FailureCode::EventLogExhausted, e),
+        EmitError::Observer(e) => RunError::with(FailureCode::ObserverFailed, e),
+        EmitError::ObserverPanicked => RunError::new(FailureCode::Panicked),
+        EmitError::ObserverTimedOut => RunError::new(FailureCode::ObserverFailed),
     }
 }
 
 pub(crate) struct RunShared {
-    pub(crate) id: Arc<str>,
+    pub(crate) id: RunId,
     pub(crate) engine: Arc<EngineInner>,
     pub(crate) cancel: CancellationToken,
     pub(crate) log: EventLog,
@@ -200,33 +196,24 @@ pub(crate) struct RunShared {
     emit_lock: tokio::sync::Mutex<()>,
     /// The first emission that failed where the caller could not report it (inside a
     /// dispatch: progress, a guard's interaction); the driver fails the call with it.
-    emission_failure: Mutex<Option<Failure>>,
+    emission_failure: Mutex<Option<RunError>>,
     state: Mutex<RunState>,
     changed: Notify,
 }
 
 impl RunShared {
-    pub(crate) fn launch(
-        runtime: &tokio::runtime::Handle,
+    /// A running run's shared state; [`driver::launch`](super::driver::launch) starts
+    /// the task that drives it.
+    pub(crate) fn new(
         engine: Arc<EngineInner>,
-        id: Arc<str>,
+        id: RunId,
         lease: ToolPlanLease,
         log: EventLog,
         cancel: CancellationToken,
-        start: Start,
-    ) -> Run {
-        let (agent, interaction_ids, loop_state) = match start {
-            Start::Fresh { agent, input } => {
-                (agent, BTreeSet::new(), driver::LoopState::fresh(input))
-            }
-            Start::Resumed(snapshot) => {
-                let snapshot = *snapshot;
-                let agent = snapshot.agent.clone();
-                let ids = snapshot.interaction_ids.clone();
-                (agent, ids, driver::LoopState::resumed(snapshot))
-            }
-        };
-        let shared = Arc::new(RunShared {
+        agent: AgentDefinition,
+        interaction_ids: BTreeSet<String>,
+    ) -> Arc<RunShared> {
+        Arc::new(RunShared {
             id,
             engine,
             cancel,
@@ -246,9 +233,7 @@ impl RunShared {
                 interaction_ids,
             }),
             changed: Notify::new(),
-        });
-        runtime.spawn(driver::drive(shared.clone(), loop_state));
-        Run { shared }
+        })
     }
 
     /// Remembers `error` unless it is a plain cancellation (the run's token decides that).
@@ -265,7 +250,7 @@ impl RunShared {
         }
     }
 
-    pub(crate) fn take_emission_failure(&self) -> Option<Failure> {
+    pub(crate) fn take_emission_failure(&self) -> Option<RunError> {
         self.emission_failure
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -299,7 +284,12 @@ impl RunShared {
     }
 
     fn stamp(&self, sequence: u64, event: Event) -> Envelope {
-        Envelope::new(self.id.clone(), sequence, self.engine.clock.now(), event)
+        Envelope::new(
+            Arc::clone(self.id.as_arc()),
+            sequence,
+            self.engine.clock.now(),
+            event,
+        )
     }
 
     async fn emit_observed(&self, event: Event, detached: bool) -> Result<(), EmitError> {
@@ -317,11 +307,11 @@ impl RunShared {
             return Ok(());
         };
         for observer in &self.engine.observers {
-            let publish = driver::contained(|| observer.publish(&envelope))
+            let publish = contained(|| observer.publish(&envelope))
                 .map_err(|()| EmitError::ObserverPanicked)?;
             let publish = CatchUnwind::new(publish);
             let outcome = if detached {
-                driver::bounded(self.engine.options.finalization_timeout, publish).await
+                bounded(self.engine.options.finalization_timeout, publish).await
             } else {
                 tokio::select! {
                     biased;
@@ -477,10 +467,10 @@ impl RunShared {
                 InteractionError::Unavailable
             });
         }
-        let outcome = match Scope::new(self.id.clone()) {
+        let outcome = match Scope::new(Arc::clone(self.id.as_arc())) {
             Ok(scope) => {
                 let broker = self.engine.broker();
-                match driver::contained(|| broker.request(&scope, &request, &self.cancel)) {
+                match contained(|| broker.request(&scope, &request, &self.cancel)) {
                     Ok(future) => tokio::select! {
                         biased;
                         outcome = CatchUnwind::new(future) => {
@@ -570,9 +560,13 @@ impl fmt::Debug for Run {
 }
 
 impl Run {
+    pub(crate) fn new(shared: Arc<RunShared>) -> Run {
+        Run { shared }
+    }
+
     /// The run's id.
     pub fn id(&self) -> &str {
-        &self.shared.id
+        self.shared.id.as_str()
     }
 
     /// The agent it executes.

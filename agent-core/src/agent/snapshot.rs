@@ -4,10 +4,12 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 
-use super::AgentDefinition;
+use super::definition::AgentDefinition;
+use crate::interaction::is_interaction_id;
 use crate::message::{Message, Part, Role};
 use crate::model::{MAX_MESSAGES, Usage};
-use crate::stage::{MAX_RUN_ID_BYTES, PlanId};
+use crate::run_id::{RUN_ID_RULE, RunId};
+use crate::stage::PlanId;
 use crate::tool::{Effect, ReplaySafety, RetryDisposition};
 
 /// The snapshot format this version writes and reads. Other versions are refused, never
@@ -219,11 +221,8 @@ impl Snapshot {
         if self.version != SNAPSHOT_VERSION {
             return Err(SnapshotError::Version(self.version.clone()));
         }
-        let run_id = &self.run_id;
-        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != run_id {
-            return Err(Invalid(
-                "run id must be non-empty, trimmed and at most 96 bytes",
-            ));
+        if RunId::check(&self.run_id).is_err() {
+            return Err(Invalid(RUN_ID_RULE));
         }
         self.agent
             .validate()
@@ -254,9 +253,7 @@ impl Snapshot {
             return Err(Invalid("history must start with the user's message"));
         }
         if self.interaction_ids.len() > MAX_MESSAGES
-            || self.interaction_ids.iter().any(|id| {
-                id.is_empty() || id.trim() != id || id.len() > crate::interaction::MAX_TOKEN_BYTES
-            })
+            || !self.interaction_ids.iter().all(|id| is_interaction_id(id))
         {
             return Err(Invalid("interaction ids must be at most 4096 valid ids"));
         }

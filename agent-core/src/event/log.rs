@@ -63,6 +63,7 @@ pub enum LogError {
 
 /// Why a [`Subscription`] stopped delivering events.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum SubscriptionError {
     /// The subscriber fell behind: its undelivered queue would have exceeded
     /// `event_subscription_events` or `event_subscription_bytes`, so the log dropped it

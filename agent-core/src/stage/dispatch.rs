@@ -4,30 +4,25 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::Future;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::{Context, Poll};
 
 use tokio_util::sync::CancellationToken;
 
-use super::plan::PlanId;
+use super::plan_id::{PlanId, is_sha256_fingerprint};
 use crate::interaction::{Requester, UnavailableRequester};
+use crate::panic::{CatchUnwind, Panicked, contained};
+use crate::run_id::{MAX_RUN_ID_BYTES, RunId};
 use crate::tool::{
-    BoxFuture, Call, Definition, Effect, ExecutionError, MAX_PAYLOAD_BYTES, MAX_TEXT_BYTES,
+    BoxFuture, Call, Definition, Effect, ExecutionError, MAX_NOTE_BYTES, MAX_PAYLOAD_BYTES,
     Progress, ReplaySafety, ReportError, Reporter, RetryDisposition, Tool, ToolContext, ToolResult,
 };
-
-/// Largest run id, in bytes.
-pub const MAX_RUN_ID_BYTES: usize = 96;
 
 /// Who is dispatching: the run, its turn, the tool plan the run leased, and the run-bound
 /// [`Requester`] through which guards may ask the user. Every layer of a pipeline sees the
 /// same scope; a plan lease rejects a scope that names another plan.
 #[derive(Clone)]
 pub struct DispatchScope {
-    run_id: Arc<str>,
+    run_id: RunId,
     turn: u32,
     plan_id: PlanId,
     plan_fingerprint: Arc<str>,
@@ -61,9 +56,10 @@ impl Eq for DispatchScope {}
 
 /// Why a [`DispatchScope`] was rejected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ScopeError {
     /// The run id is empty, longer than [`MAX_RUN_ID_BYTES`] or has surrounding whitespace.
-    #[error("run id {0:?} must be non-empty, trimmed and at most 96 bytes")]
+    #[error("run id {0:?} must be non-empty, trimmed and at most {MAX_RUN_ID_BYTES} bytes")]
     RunId(String),
     /// Turns count from 1.
     #[error("turn must be at least 1")]
@@ -92,9 +88,8 @@ impl DispatchScope {
         plan_fingerprint: impl Into<Arc<str>>,
     ) -> Result<Self, ScopeError> {
         let (run_id, plan_fingerprint) = (run_id.into(), plan_fingerprint.into());
-        if run_id.is_empty() || run_id.len() > MAX_RUN_ID_BYTES || run_id.trim() != &*run_id {
-            return Err(ScopeError::RunId(run_id.to_string()));
-        }
+        let run_id =
+            RunId::new(Arc::clone(&run_id)).map_err(|_| ScopeError::RunId(run_id.to_string()))?;
         if turn == 0 {
             return Err(ScopeError::Turn);
         }
@@ -126,7 +121,7 @@ impl DispatchScope {
 
     /// The run.
     pub fn run_id(&self) -> &str {
-        &self.run_id
+        self.run_id.as_str()
     }
 
     /// The turn, from 1.
@@ -145,18 +140,10 @@ impl DispatchScope {
     }
 }
 
-pub(crate) fn is_sha256_fingerprint(value: &str) -> bool {
-    value.strip_prefix("sha256:").is_some_and(|hex| {
-        hex.len() == 64
-            && hex
-                .bytes()
-                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
-    })
-}
-
 /// A tool broke its contract, or a pipeline layer misbehaved. The text never includes what
 /// the tool or layer returned or printed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ContractViolation {
     /// The tool panicked; the panic was contained.
     #[error("tool `{tool}` panicked")]
@@ -249,6 +236,7 @@ impl std::error::Error for DispatchFailure {
 
 /// Why a dispatch did not produce a [`ToolResult`].
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatchError {
     /// The dispatch was cancelled before or while the tool ran.
     #[error("dispatch of call `{call_id}` was cancelled")]
@@ -350,6 +338,7 @@ pub trait ToolDispatcher: Send + Sync {
 
 /// Why a [`Dispatcher`] could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DispatcherError {
     /// The map key and the tool's own name differ.
     #[error("tool bean `{key}` declares model name `{name}`")]
@@ -465,9 +454,7 @@ impl ToolDispatcher for Dispatcher {
                 first_failure: Mutex::new(None),
             };
             let ctx = ToolContext::new(&reporter, request.cancel);
-            let started = catch_unwind(AssertUnwindSafe(|| {
-                self.tools[index].execute(call.clone(), ctx)
-            }));
+            let started = contained(|| self.tools[index].execute(call.clone(), ctx));
             let Ok(future) = started else {
                 return check_outcome(definition, call, Err(Panicked), None);
             };
@@ -576,7 +563,7 @@ impl Reporter for ScopedReporter<'_> {
                 Some("progress names another call")
             } else if progress.message().trim().is_empty() {
                 Some("progress message is empty")
-            } else if progress.message().len() > MAX_TEXT_BYTES {
+            } else if progress.message().len() > MAX_NOTE_BYTES {
                 Some("progress message is longer than 4096 bytes")
             } else {
                 None
@@ -593,50 +580,6 @@ impl Reporter for ScopedReporter<'_> {
             }
             result
         })
-    }
-}
-
-/// A contained panic; its payload is dropped so no panic text travels further.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Panicked;
-
-/// Polls a future, turning a panic into [`Panicked`]. Dropping the future is contained too:
-/// an abandoned (e.g. cancelled) tool whose state panics on drop must not unwind into the
-/// caller.
-pub(crate) struct CatchUnwind<F>(Option<F>);
-
-impl<F> CatchUnwind<F> {
-    pub(crate) fn new(future: F) -> Self {
-        CatchUnwind(Some(future))
-    }
-
-    /// Drops the inner future, containing any panic.
-    fn discard(&mut self) {
-        let inner = self.0.take();
-        let _ = catch_unwind(AssertUnwindSafe(move || drop(inner)));
-    }
-}
-
-impl<F> Drop for CatchUnwind<F> {
-    fn drop(&mut self) {
-        self.discard();
-    }
-}
-
-impl<F: Future + Unpin> Future for CatchUnwind<F> {
-    type Output = Result<F::Output, Panicked>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let Some(inner) = self.0.as_mut() else {
-            panic!("CatchUnwind polled after completion");
-        };
-        let output = match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(output)) => Ok(output),
-            Err(_payload) => Err(Panicked),
-        };
-        self.discard();
-        Poll::Ready(output)
     }
 }
 

@@ -9,17 +9,16 @@
 //! wrapper can dispatch an undeclared tool, and no decorator may change the definition set.
 
 use std::fmt;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 
 use super::dispatch::{
-    CatchUnwind, ContractViolation, DispatchError, DispatchRequest, Panicked, SnapshotDispatcher,
+    ContractViolation, DispatchError, DispatchRequest, DispatchScope, SnapshotDispatcher,
     ToolDispatcher,
 };
-use crate::tool::{BoxFuture, Call, Definition, ToolResult};
+use crate::future::BoxFuture;
+use crate::panic::{CatchUnwind, Panicked, contained};
+use crate::tool::{Call, Definition, ToolResult};
 use tokio_util::sync::CancellationToken;
-
-use super::DispatchScope;
 
 /// Wraps a dispatcher in another (logging, metrics, caching, ...). Applied once, at
 /// composition; `decorators[0]` is outermost.
@@ -125,7 +124,7 @@ impl<'a> Next<'a> {
                 let panicked = || {
                     DispatchError::Contract(ContractViolation::GuardPanicked { index: first_index })
                 };
-                let started = catch_unwind(AssertUnwindSafe(|| guard.guard(guard_request, next)));
+                let started = contained(|| guard.guard(guard_request, next));
                 let Ok(future) = started else {
                     return Err(panicked());
                 };
@@ -217,6 +216,7 @@ impl ToolDispatcher for ComposedDispatcher {
 
 /// Why a pipeline could not be composed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PipelineError {
     /// The base is already a composed pipeline and more layers were given.
     #[error("the tool dispatch pipeline is already composed")]
@@ -283,10 +283,10 @@ pub fn compose_pipeline(
     });
     for (index, decorator) in decorators.iter().enumerate().rev() {
         let inner = current.clone();
-        let wrapped = match catch_unwind(AssertUnwindSafe(|| decorator.wrap(inner))) {
+        let wrapped = match contained(|| decorator.wrap(inner)) {
             Ok(Some(wrapped)) => wrapped,
             Ok(None) => return Err(PipelineError::DecoratorReturnedNothing { index }),
-            Err(_payload) => return Err(PipelineError::DecoratorPanicked { index }),
+            Err(()) => return Err(PipelineError::DecoratorPanicked { index }),
         };
         let declared: Vec<(String, String)> = wrapped
             .definitions()

@@ -12,61 +12,14 @@ use tokio_util::sync::CancellationToken;
 
 use super::dispatch::{DispatchError, DispatchRequest, ToolDispatcher, dispatch_declared};
 use super::pipeline::PipelineError;
-use crate::tool::{BoxFuture, Definition, ToolFacts, ToolResult};
-
-/// Largest plan id, in bytes.
-pub const MAX_PLAN_ID_BYTES: usize = 256;
-
-/// The identity of one tool plan generation. A source promises that one id always denotes
-/// the same definitions and the same code.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct PlanId(Arc<str>);
-
-/// Why a [`PlanId`] was rejected.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("plan id {0:?} must be 1 to 256 bytes without whitespace or control characters")]
-pub struct PlanIdError(String);
-
-impl PlanId {
-    /// A validated plan id: 1 to [`MAX_PLAN_ID_BYTES`] bytes, no whitespace or control
-    /// characters anywhere.
-    ///
-    /// ```
-    /// use agent_core::stage::PlanId;
-    /// assert!(PlanId::new("static:1f2e").is_ok());
-    /// assert!(PlanId::new("two words").is_err());
-    /// ```
-    pub fn new(id: impl Into<String>) -> Result<Self, PlanIdError> {
-        let id = id.into();
-        let valid = !id.is_empty()
-            && id.len() <= MAX_PLAN_ID_BYTES
-            && !id.chars().any(|c| c.is_whitespace() || c.is_control());
-        if valid {
-            Ok(PlanId(Arc::from(id)))
-        } else {
-            Err(PlanIdError(id))
-        }
-    }
-
-    /// The id.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-
-    /// The shared string, for cheap copies into events.
-    pub(crate) fn as_arc(&self) -> &Arc<str> {
-        &self.0
-    }
-}
-
-impl fmt::Display for PlanId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+use super::plan_id::PlanId;
+use crate::future::BoxFuture;
+use crate::text::format_arc;
+use crate::tool::{Definition, ToolFacts, ToolResult};
 
 /// Why a plan could not be leased or released.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum PlanError {
     /// The source does not (or no longer) offer this generation; it never substitutes one.
     #[error("tool plan `{0}` is not available")]
@@ -81,6 +34,7 @@ pub enum PlanError {
 
 /// Why releasing a lease failed. Every caller of [`ToolPlanLease::release`] sees the same one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ReleaseError {
     /// The release callback panicked; the panic was contained.
     #[error("tool plan release panicked")]
@@ -211,14 +165,11 @@ impl std::ops::Deref for HeaderSlot {
 }
 
 fn static_plan_id(hash: &HexDigest) -> PlanId {
-    PlanId(crate::agent::format_arc(format_args!(
-        "static:{}",
-        hash.as_str()
-    )))
+    PlanId::from_trusted(format_arc(format_args!("static:{}", hash.as_str())))
 }
 
 fn fingerprint_of(hash: &HexDigest) -> Arc<str> {
-    crate::agent::format_arc(format_args!("sha256:{}", hash.as_str()))
+    format_arc(format_args!("sha256:{}", hash.as_str()))
 }
 
 /// A generation's header beside the dispatcher it freezes, in one allocation when the
@@ -365,7 +316,7 @@ impl ToolPlanLease {
             tokio::spawn(async move {
                 let outcome = match task.await {
                     Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(ReleaseError::Failed(crate::tool::bounded_text(
+                    Ok(Err(e)) => Err(ReleaseError::Failed(crate::tool::bounded_note(
                         &e.to_string(),
                     ))),
                     Err(join) if join.is_panic() => Err(ReleaseError::Panicked),

@@ -1,0 +1,65 @@
+//! The engine state every run shares: provider, clock, observers, options, and the registry
+//! of live runs.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use super::ids::Ids;
+use super::options::EngineOptions;
+use crate::event::{Clock, Observer};
+use crate::interaction::{Broker, UnavailableBroker};
+use crate::model::ModelProvider;
+use crate::run_id::RunId;
+use crate::stage::ToolPlans;
+
+/// The engine's registry of live runs: ids for duplicate detection and tokens for shutdown.
+#[derive(Default)]
+pub(super) struct Registry {
+    pub(super) closed: bool,
+    pub(super) live: HashMap<RunId, Option<CancellationToken>>,
+}
+
+/// What an engine shares with each of its runs.
+pub(crate) struct EngineInner {
+    pub(crate) provider: Arc<dyn ModelProvider>,
+    pub(super) plans: ToolPlans,
+    pub(super) ids: Ids,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(super) broker: Option<Arc<dyn Broker>>,
+    pub(crate) observers: Vec<Arc<dyn Observer>>,
+    pub(crate) options: EngineOptions,
+    pub(super) registry: Mutex<Registry>,
+    pub(super) drained: Notify,
+    /// Never cancelled: preparation has no deadline of its own. Created on first use.
+    pub(super) setup: std::sync::OnceLock<CancellationToken>,
+}
+
+impl EngineInner {
+    pub(super) fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+        self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Who answers interactions.
+    pub(crate) fn broker(&self) -> &dyn Broker {
+        match &self.broker {
+            Some(broker) => &**broker,
+            None => &UnavailableBroker,
+        }
+    }
+
+    /// Forgets a run that ended or was aborted.
+    pub(crate) fn unregister(&self, id: &RunId) {
+        let mut registry = self.registry();
+        registry.live.remove(id);
+        // Only `close` and `shutdown` wait for the registry to drain, and they mark it
+        // closed first.
+        let wake = registry.closed && registry.live.is_empty();
+        drop(registry);
+        if wake {
+            self.drained.notify_waiters();
+        }
+    }
+}
