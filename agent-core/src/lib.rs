@@ -70,10 +70,6 @@ pub mod tool;
 #[path = "private.rs"]
 pub mod __private_v0_1;
 
-/// The unversioned name, kept for this crate's own tests; generated code never uses it.
-#[doc(hidden)]
-pub use __private_v0_1 as __private;
-
 pub use future::BoxFuture;
 pub use run_id::{RunId, RunIdError};
 

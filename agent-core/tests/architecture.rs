@@ -88,7 +88,7 @@ const LAYERS: &[&[&str]] = &[
     &["stage"],
     &["event"],
     &["agent"],
-    &["compose", "__private"],
+    &["compose", "__private_v0_1"],
 ];
 
 /// No module loop and no upward import anywhere in `agent-core/src`, at module granularity
@@ -291,13 +291,13 @@ impl Graph {
 }
 
 /// `stage/dispatch.rs` -> `stage::dispatch`; `lib.rs` is the crate root (`""`);
-/// `private.rs` is mounted as `__private`.
+/// `private.rs` is mounted as `__private_v0_1`.
 fn module_of(file: &str) -> String {
     let file = file.strip_suffix(".rs").unwrap_or(file);
     let file = file.strip_suffix("/mod").unwrap_or(file);
     match file {
         "lib" => String::new(),
-        "private" => "__private".to_owned(),
+        "private" => "__private_v0_1".to_owned(),
         other => other.replace('/', "::"),
     }
 }

@@ -1,7 +1,7 @@
 //! Construction, rollback and stop semantics of generated graphs, driven through the same
 //! runtime calls the generated code makes.
 
-use agent_core::__private::{Builder, Lifecycle, from_plain, from_result};
+use agent_core::__private_v0_1::{Builder, Lifecycle, from_plain, from_result};
 use agent_core::compose::{BoxError, Managed, Override};
 use std::error::Error as _;
 use std::sync::{Arc, Mutex};
