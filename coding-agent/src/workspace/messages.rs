@@ -50,3 +50,24 @@ pub(super) fn short_reason(error: &io::Error) -> &'static str {
 pub(super) fn io_problem(path: &str, error: &io::Error) -> String {
     format!("{}: {}", echo(path), short_reason(error))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn echoes_are_quoted_and_cut_on_a_char_boundary() {
+        assert_eq!(echo("a\"b"), r#""a\"b""#);
+        let long = "é".repeat(MAX_ECHO_BYTES);
+        let shown = echo(&long);
+        assert!(shown.ends_with('…'), "{shown}");
+        assert!(shown.len() <= MAX_ECHO_BYTES + "\"\"…".len(), "{shown}");
+        assert_eq!(char_floor("é", 1), 0);
+    }
+
+    #[test]
+    fn io_problems_name_the_given_path_and_a_short_reason() {
+        let error = io::Error::from(io::ErrorKind::NotFound);
+        assert_eq!(io_problem("src/x.rs", &error), r#""src/x.rs": not found"#);
+    }
+}

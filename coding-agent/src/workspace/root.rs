@@ -225,3 +225,27 @@ pub fn workspace_root() -> Result<Arc<WorkspaceRoot>, WorkspaceError> {
     let current = std::env::current_dir().map_err(WorkspaceError::CurrentDir)?;
     WorkspaceRoot::new(current).map(Arc::new)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn syntax_refusals_need_no_filesystem() {
+        assert_eq!(check_syntax(""), Err(Refusal::Empty));
+        assert_eq!(check_syntax("a\0b"), Err(Refusal::Nul));
+        for absolute in ["/etc", "\\x", "C:\\x", "C:/x"] {
+            assert!(
+                matches!(check_syntax(absolute), Err(Refusal::Absolute { .. })),
+                "{absolute}"
+            );
+        }
+        for climbing in ["..", "a/../b", "a\\..\\b"] {
+            assert!(
+                matches!(check_syntax(climbing), Err(Refusal::ParentComponent { .. })),
+                "{climbing}"
+            );
+        }
+        assert_eq!(check_syntax("./src/lib.rs"), Ok(()));
+    }
+}
