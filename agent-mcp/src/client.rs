@@ -331,29 +331,26 @@ impl ServerInstance {
                 ));
             }
         };
-        let (peer, request_id) = (handle.peer.clone(), handle.id.clone());
+        // The dispatcher drops this future when the run is cancelled; the guard then sends
+        // `notifications/cancelled` on its own task. A late response is discarded by rmcp,
+        // because nobody waits for this request id any more.
+        let mut guard = CancelOnDrop {
+            peer: Some(handle.peer.clone()),
+            id: Some(handle.id.clone()),
+        };
         let outcome = tokio::select! {
             outcome = handle.await_response() => outcome,
             () = ctx.cancelled() => {
-                // Fire and forget, bounded: the late response, if any, is discarded by rmcp
-                // because nobody waits for this id any more.
-                let notification = CancelledNotification::new(CancelledNotificationParam::new(
-                    Some(request_id),
-                    Some("cancelled by the agent".to_owned()),
-                ));
-                let _ = tokio::time::timeout(
-                    CANCEL_SEND_TIMEOUT,
-                    peer.send_notification(ClientNotification::CancelledNotification(notification)),
-                )
-                .await;
-                let error = after_send("cancelled after the request was sent".to_owned());
+                guard.send();
                 return Err(if definition.effect() == Effect::Mutating {
-                    error
+                    after_send("cancelled after the request was sent".to_owned())
                 } else {
                     ExecutionError::cancelled(call_id)
                 });
             }
         };
+        // rmcp sends the cancellation itself on its own timeout; any answer disarms us.
+        guard.disarm();
         match outcome {
             Ok(ServerResult::CallToolResult(result)) => {
                 let text = render_content(&result.content, result.structured_content.as_ref());
@@ -441,5 +438,45 @@ impl Tool for McpTool {
             ctx,
             self.result_limit,
         ))
+    }
+}
+
+/// Sends `notifications/cancelled` for a request whose caller went away without an answer.
+struct CancelOnDrop {
+    peer: Option<Peer<RoleClient>>,
+    id: Option<rmcp::model::RequestId>,
+}
+
+impl CancelOnDrop {
+    fn disarm(&mut self) {
+        self.peer = None;
+        self.id = None;
+    }
+
+    /// Hands the notification to its own task, bounded by [`CANCEL_SEND_TIMEOUT`].
+    fn send(&mut self) {
+        let (Some(peer), Some(id)) = (self.peer.take(), self.id.take()) else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let notification = CancelledNotification::new(CancelledNotificationParam::new(
+                Some(id),
+                Some("cancelled by the agent".to_owned()),
+            ));
+            let _ = tokio::time::timeout(
+                CANCEL_SEND_TIMEOUT,
+                peer.send_notification(ClientNotification::CancelledNotification(notification)),
+            )
+            .await;
+        });
+    }
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.send();
     }
 }

@@ -172,6 +172,11 @@ fn is_executable_file(path: &Path) -> bool {
     std::fs::metadata(path).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// The lowercase hex SHA-256 of a file: the value to pin in a server's `sha256`.
+pub fn sha256_file(path: &Path) -> std::io::Result<String> {
+    hash_file(path).map(|(hex, _)| hex)
+}
+
 /// Hex SHA-256 of a file and its (device, inode), hashed in chunks.
 pub(crate) fn hash_file(path: &Path) -> std::io::Result<(String, (u64, u64))> {
     let mut file = std::fs::File::open(path)?;
