@@ -55,50 +55,132 @@ fn text(s: impl Into<String>) -> CallToolResponse {
 
 impl Fault {
     fn tools(&self) -> Vec<Tool> {
-        let mutating = Some(json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}));
+        let mutating = Some(
+            json!({"readOnlyHint": false, "destructiveHint": false, "idempotentHint": false, "openWorldHint": false}),
+        );
         let mut tools = vec![
-            tool("echo", "Echoes `text`.", object(json!({"text": {"type": "string"}})), read_only()),
-            tool("sleep", "Sleeps `ms` milliseconds, then answers.", object(json!({"ms": {"type": "integer"}})), read_only()),
-            tool("add_note", "Appends a note.", object(json!({"text": {"type": "string"}})), mutating.clone()),
-            tool("slow_write", "Sleeps `ms`, then appends a note.", object(json!({"ms": {"type": "integer"}})), mutating.clone()),
-            tool("crash", "Exits the server in the middle of the call.", object(json!({})), mutating.clone()),
-            tool("giant", "Answers with `bytes` bytes.", object(json!({"bytes": {"type": "integer"}})), read_only()),
-            tool("burst", "Adds `count` tools, announcing each.", object(json!({"count": {"type": "integer"}})), mutating.clone()),
-            tool("fail", "Always reports a tool error.", object(json!({})), read_only()),
+            tool(
+                "echo",
+                "Echoes `text`.",
+                object(json!({"text": {"type": "string"}})),
+                read_only(),
+            ),
+            tool(
+                "sleep",
+                "Sleeps `ms` milliseconds, then answers.",
+                object(json!({"ms": {"type": "integer"}})),
+                read_only(),
+            ),
+            tool(
+                "add_note",
+                "Appends a note.",
+                object(json!({"text": {"type": "string"}})),
+                mutating.clone(),
+            ),
+            tool(
+                "slow_write",
+                "Sleeps `ms`, then appends a note.",
+                object(json!({"ms": {"type": "integer"}})),
+                mutating.clone(),
+            ),
+            tool(
+                "crash",
+                "Exits the server in the middle of the call.",
+                object(json!({})),
+                mutating.clone(),
+            ),
+            tool(
+                "giant",
+                "Answers with `bytes` bytes.",
+                object(json!({"bytes": {"type": "integer"}})),
+                read_only(),
+            ),
+            tool(
+                "burst",
+                "Adds `count` tools, announcing each.",
+                object(json!({"count": {"type": "integer"}})),
+                mutating.clone(),
+            ),
+            tool(
+                "fail",
+                "Always reports a tool error.",
+                object(json!({})),
+                read_only(),
+            ),
             tool(
                 "contradictory",
                 "Claims to be read-only and destructive.",
                 object(json!({})),
-                Some(json!({"readOnlyHint": true, "destructiveHint": true, "openWorldHint": false})),
+                Some(
+                    json!({"readOnlyHint": true, "destructiveHint": true, "openWorldHint": false}),
+                ),
             ),
             tool("plain", "Has no annotations.", object(json!({})), None),
-            tool("Bad Name!", "Has a name outside the kernel grammar.", object(json!({})), read_only()),
-            tool("spawn_grandchild", "Starts `sleep 300` and returns its pid.", object(json!({})), mutating),
-            tool("stats", "Calls and cancellations received.", object(json!({})), read_only()),
+            tool(
+                "Bad Name!",
+                "Has a name outside the kernel grammar.",
+                object(json!({})),
+                read_only(),
+            ),
+            tool(
+                "spawn_grandchild",
+                "Starts `sleep 300` and returns its pid.",
+                object(json!({})),
+                mutating,
+            ),
+            tool(
+                "stats",
+                "Calls and cancellations received.",
+                object(json!({})),
+                read_only(),
+            ),
         ];
         if std::env::var_os("FAULT_BIG_SCHEMA").is_some() {
-            let properties: serde_json::Map<String, Value> =
-                (0..2000).map(|i| (format!("field_{i:05}"), json!({"type": "string"}))).collect();
-            tools.push(tool("big_schema", "Has a huge schema.", object(Value::Object(properties)), read_only()));
+            let properties: serde_json::Map<String, Value> = (0..2000)
+                .map(|i| (format!("field_{i:05}"), json!({"type": "string"})))
+                .collect();
+            tools.push(tool(
+                "big_schema",
+                "Has a huge schema.",
+                object(Value::Object(properties)),
+                read_only(),
+            ));
         }
         for i in 0..self.extra.load(Ordering::SeqCst) {
-            tools.push(tool(&format!("extra_{i}"), "Added by burst.", object(json!({})), read_only()));
+            tools.push(tool(
+                &format!("extra_{i}"),
+                "Added by burst.",
+                object(json!({})),
+                read_only(),
+            ));
         }
         tools
     }
 }
 
 fn arg_u64(params: &CallToolRequestParams, name: &str) -> u64 {
-    params.arguments.as_ref().and_then(|a| a.get(name)).and_then(Value::as_u64).unwrap_or(0)
+    params
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(name))
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
 }
 
 fn arg_str(params: &CallToolRequestParams, name: &str) -> String {
-    params.arguments.as_ref().and_then(|a| a.get(name)).and_then(Value::as_str).unwrap_or("").to_owned()
+    params
+        .arguments
+        .as_ref()
+        .and_then(|a| a.get(name))
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_owned()
 }
 
 impl ServerHandler for Fault {
     fn get_info(&self) -> ServerConfig {
-        let capabilities: ServerCapabilities = serde_json::from_value(json!({"tools": {"listChanged": true}})).expect("capabilities");
+        let capabilities: ServerCapabilities =
+            serde_json::from_value(json!({"tools": {"listChanged": true}})).expect("capabilities");
         ServerConfig::new(capabilities)
     }
 
@@ -110,7 +192,11 @@ impl ServerHandler for Fault {
         Ok(serde_json::from_value(json!({"tools": self.tools()})).expect("a tool list"))
     }
 
-    async fn on_cancelled(&self, _notification: CancelledNotificationParam, _context: NotificationContext<RoleServer>) {
+    async fn on_cancelled(
+        &self,
+        _notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
         self.cancelled.fetch_add(1, Ordering::SeqCst);
     }
 

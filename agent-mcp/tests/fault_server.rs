@@ -29,29 +29,52 @@ fn tools_are_namespaced_mapped_and_called() {
     run(async {
         let source = start(&fault_config("fault", json!({})), &["read_file"]).await;
         let tools = source.current_tools().unwrap();
-        let find = |name: &str| tools.iter().find(|t| t.name() == name).unwrap_or_else(|| panic!("{name} missing"));
+        let find = |name: &str| {
+            tools
+                .iter()
+                .find(|t| t.name() == name)
+                .unwrap_or_else(|| panic!("{name} missing"))
+        };
         assert_eq!(find("read_file").origin.as_str(), "compiled");
         let echo = find("fault.echo");
         assert_eq!(echo.origin.as_str(), "fault");
-        assert_eq!((echo.effect(), echo.replay()), (Effect::ReadOnly, ReplaySafety::Safe));
+        assert_eq!(
+            (echo.effect(), echo.replay()),
+            (Effect::ReadOnly, ReplaySafety::Safe)
+        );
         let note = find("fault.add_note");
-        assert_eq!((note.effect(), note.replay()), (Effect::Mutating, ReplaySafety::Unsafe));
+        assert_eq!(
+            (note.effect(), note.replay()),
+            (Effect::Mutating, ReplaySafety::Unsafe)
+        );
         // Contradictory hints tighten; no annotations is the worst case.
         assert_eq!(find("fault.contradictory").effect(), Effect::Mutating);
         let plain = find("fault.plain");
-        assert_eq!((plain.effect(), plain.replay()), (Effect::Mutating, ReplaySafety::Unsafe));
+        assert_eq!(
+            (plain.effect(), plain.replay()),
+            (Effect::Mutating, ReplaySafety::Unsafe)
+        );
         assert_eq!(plain.capabilities(), vec![Capability::NetworkAccess]);
         // A name outside the grammar is normalized, and still calls the server's tool.
-        assert_eq!(find("fault.bad_name").server_tool.as_deref(), Some("Bad Name!"));
+        assert_eq!(
+            find("fault.bad_name").server_tool.as_deref(),
+            Some("Bad Name!")
+        );
 
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
-        let result = call(&lease, "fault.echo", json!({"text": "hi"}), &cancel).await.unwrap();
+        let result = call(&lease, "fault.echo", json!({"text": "hi"}), &cancel)
+            .await
+            .unwrap();
         assert_eq!((result.content(), result.is_problem()), ("hi", false));
-        let result = call(&lease, "fault.bad_name", json!({}), &cancel).await.unwrap();
+        let result = call(&lease, "fault.bad_name", json!({}), &cancel)
+            .await
+            .unwrap();
         assert_eq!(result.content(), "ok");
         // isError: a model-visible problem.
-        let result = call(&lease, "fault.fail", json!({}), &cancel).await.unwrap();
+        let result = call(&lease, "fault.fail", json!({}), &cancel)
+            .await
+            .unwrap();
         assert!(result.is_problem());
         assert_eq!(result.content(), "it failed");
         lease.release(&cancel).await.unwrap();
@@ -63,7 +86,15 @@ fn tools_are_namespaced_mapped_and_called() {
 fn an_untrusted_server_gets_the_worst_case_and_an_override_relaxes_one_tool() {
     run(async {
         let probe = start(&fault_config("fault", json!({})), &[]).await;
-        let fingerprint = probe.current_tools().unwrap().iter().find(|t| t.name() == "fault.echo").unwrap().fingerprint.clone().unwrap();
+        let fingerprint = probe
+            .current_tools()
+            .unwrap()
+            .iter()
+            .find(|t| t.name() == "fault.echo")
+            .unwrap()
+            .fingerprint
+            .clone()
+            .unwrap();
         probe.shutdown().await;
         let config = fault_config(
             "fault",
@@ -74,9 +105,15 @@ fn an_untrusted_server_gets_the_worst_case_and_an_override_relaxes_one_tool() {
         let tools = source.current_tools().unwrap();
         let find = |name: &str| tools.iter().find(|t| t.name() == name).unwrap();
         let echo = find("fault.echo");
-        assert_eq!((echo.effect(), echo.basis.map(|b| b.as_str())), (Effect::ReadOnly, Some("operator")));
+        assert_eq!(
+            (echo.effect(), echo.basis.map(|b| b.as_str())),
+            (Effect::ReadOnly, Some("operator"))
+        );
         let sleep = find("fault.sleep");
-        assert_eq!((sleep.effect(), sleep.replay(), sleep.stale_override), (Effect::Mutating, ReplaySafety::Unsafe, true));
+        assert_eq!(
+            (sleep.effect(), sleep.replay(), sleep.stale_override),
+            (Effect::Mutating, ReplaySafety::Unsafe, true)
+        );
         assert_eq!(sleep.capabilities(), vec![Capability::NetworkAccess]);
         source.shutdown().await;
     });
@@ -88,12 +125,22 @@ fn a_timeout_after_send_is_uncertain_for_a_mutating_tool_and_definitive_for_a_re
         let source = start(&fault_config("fault", json!({"callTimeoutMs": 300})), &[]).await;
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
-        let write = execution(call(&lease, "fault.slow_write", json!({"ms": 3000}), &cancel).await.unwrap_err());
+        let write = execution(
+            call(&lease, "fault.slow_write", json!({"ms": 3000}), &cancel)
+                .await
+                .unwrap_err(),
+        );
         assert_eq!(write.state(), ExecutionState::Uncertain);
-        let read = execution(call(&lease, "fault.sleep", json!({"ms": 3000}), &cancel).await.unwrap_err());
+        let read = execution(
+            call(&lease, "fault.sleep", json!({"ms": 3000}), &cancel)
+                .await
+                .unwrap_err(),
+        );
         assert_eq!(read.state(), ExecutionState::Definitive);
         // The server was told, and the session still works.
-        let stats = call(&lease, "fault.stats", json!({}), &cancel).await.unwrap();
+        let stats = call(&lease, "fault.stats", json!({}), &cancel)
+            .await
+            .unwrap();
         let stats: serde_json::Value = serde_json::from_str(stats.content()).unwrap();
         assert_eq!(stats["cancelled"], 2, "{stats}");
         lease.release(&cancel).await.unwrap();
@@ -113,7 +160,9 @@ fn cancellation_sends_notifications_cancelled_and_a_late_response_is_ignored() {
             trigger.cancel();
         });
         // The server ignores the cancellation and answers late: nobody is waiting for it.
-        let error = call(&lease, "fault.slow_write", json!({"ms": 600}), &cancel).await.unwrap_err();
+        let error = call(&lease, "fault.slow_write", json!({"ms": 600}), &cancel)
+            .await
+            .unwrap_err();
         // Whichever of the tool and the dispatcher sees the cancellation first, a sent
         // mutating call is never reported as not run.
         match error {
@@ -123,7 +172,9 @@ fn cancellation_sends_notifications_cancelled_and_a_late_response_is_ignored() {
         }
         tokio::time::sleep(Duration::from_millis(800)).await;
         let fresh = CancellationToken::new();
-        let stats = call(&lease, "fault.stats", json!({}), &fresh).await.unwrap();
+        let stats = call(&lease, "fault.stats", json!({}), &fresh)
+            .await
+            .unwrap();
         let stats: serde_json::Value = serde_json::from_str(stats.content()).unwrap();
         assert_eq!(stats["cancelled"], 1, "{stats}");
         lease.release(&fresh).await.unwrap();
@@ -138,41 +189,66 @@ fn a_giant_result_is_a_head_and_tail_preview() {
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
         let bytes = 2 * 1024 * 1024;
-        let result = call(&lease, "fault.giant", json!({"bytes": bytes}), &cancel).await.unwrap();
+        let result = call(&lease, "fault.giant", json!({"bytes": bytes}), &cancel)
+            .await
+            .unwrap();
         let content = result.content();
         assert!(content.len() <= agent_mcp::result::DEFAULT_RESULT_BYTES);
         assert!(content.starts_with("HEAD") && content.ends_with("TAIL"));
-        assert!(content.contains(&format!("bytes omitted of {bytes}")) || content.contains(&format!("of {bytes} bytes omitted")), "{}", &content[..200]);
+        assert!(
+            content.contains(&format!("bytes omitted of {bytes}"))
+                || content.contains(&format!("of {bytes} bytes omitted")),
+            "{}",
+            &content[..200]
+        );
         lease.release(&cancel).await.unwrap();
         source.shutdown().await;
     });
 }
 
 #[test]
-fn a_crash_mid_call_is_uncertain_then_leases_fail_closed_until_a_restart_publishes_a_new_generation() {
+fn a_crash_mid_call_is_uncertain_then_leases_fail_closed_until_a_restart_publishes_a_new_generation()
+ {
     run(async {
         let source = start(&fault_config("fault", json!({})), &[]).await;
         let first = source.lease_current_typed().await.unwrap();
         let first_id = first.id().clone();
         let old_pgid = pgid(&source);
         let cancel = CancellationToken::new();
-        let error = execution(call(&first, "fault.crash", json!({}), &cancel).await.unwrap_err());
+        let error = execution(
+            call(&first, "fault.crash", json!({}), &cancel)
+                .await
+                .unwrap_err(),
+        );
         assert_eq!(error.state(), ExecutionState::Uncertain);
         // Until the restart publishes, or after it: never the compiled tools alone.
-        let next = source.wait_for_generation(Some(&first_id)).await.expect("a new generation");
+        let next = source
+            .wait_for_generation(Some(&first_id))
+            .await
+            .expect("a new generation");
         assert_ne!(next, first_id);
         let health = source.health();
         assert_eq!(health.state, HostState::Ready);
         assert_eq!(health.servers[0].restarts, 1);
         assert_ne!(health.servers[0].pgid, Some(old_pgid));
         // The old lease keeps its generation; its calls fail (definitively: nothing sent).
-        let stale = execution(call(&first, "fault.echo", json!({"text": "x"}), &cancel).await.unwrap_err());
+        let stale = execution(
+            call(&first, "fault.echo", json!({"text": "x"}), &cancel)
+                .await
+                .unwrap_err(),
+        );
         assert_eq!(stale.state(), ExecutionState::Definitive);
         // Resuming the crashed generation fails closed.
         assert!(source.lease_generation(&first_id, &cancel).await.is_err());
         let second = source.lease_current_typed().await.unwrap();
         assert_eq!(second.id(), &next);
-        assert_eq!(call(&second, "fault.echo", json!({"text": "back"}), &cancel).await.unwrap().content(), "back");
+        assert_eq!(
+            call(&second, "fault.echo", json!({"text": "back"}), &cancel)
+                .await
+                .unwrap()
+                .content(),
+            "back"
+        );
         // Releasing the last lease of the crashed generation retires its launch.
         first.release(&cancel).await.unwrap();
         assert!(wait_group_empty(old_pgid).await.is_empty());
@@ -184,8 +260,22 @@ fn a_crash_mid_call_is_uncertain_then_leases_fail_closed_until_a_restart_publish
 #[test]
 fn without_restarts_a_crash_fails_new_leases_closed_with_a_typed_error() {
     run(async {
-        let options = agent_mcp::HostOptions { restart: agent_mcp::RestartPolicy { max_attempts: 0, ..Default::default() }, ..Default::default() };
-        let source = McpToolPlanSource::start(&fault_config("fault", json!({})), compiled(&["tool"]), vec![], vec![], options).await.unwrap();
+        let options = agent_mcp::HostOptions {
+            restart: agent_mcp::RestartPolicy {
+                max_attempts: 0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let source = McpToolPlanSource::start(
+            &fault_config("fault", json!({})),
+            compiled(&["tool"]),
+            vec![],
+            vec![],
+            options,
+        )
+        .await
+        .unwrap();
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
         let _ = call(&lease, "fault.crash", json!({}), &cancel).await;
@@ -196,10 +286,16 @@ fn without_restarts_a_crash_fails_new_leases_closed_with_a_typed_error() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
         let error = source.lease_current_typed().await.unwrap_err();
-        assert!(matches!(&error, McpError::ServerDown { server, .. } if server == "fault"), "{error}");
+        assert!(
+            matches!(&error, McpError::ServerDown { server, .. } if server == "fault"),
+            "{error}"
+        );
         assert!(source.lease_current(&cancel).await.is_err());
         let health = source.health();
-        assert_eq!((health.state, health.plan_id), (HostState::Unavailable, None));
+        assert_eq!(
+            (health.state, health.plan_id),
+            (HostState::Unavailable, None)
+        );
         lease.release(&cancel).await.unwrap();
         source.shutdown().await;
         assert_eq!(source.health().state, HostState::Stopped);
@@ -213,26 +309,44 @@ fn a_list_change_burst_is_coalesced_and_running_leases_keep_their_generation() {
         let lease = source.lease_current_typed().await.unwrap();
         let before = lease.definitions().to_vec();
         let cancel = CancellationToken::new();
-        call(&lease, "fault.burst", json!({"count": 20}), &cancel).await.unwrap();
+        call(&lease, "fault.burst", json!({"count": 20}), &cancel)
+            .await
+            .unwrap();
         // Wait until the final list (20 extra tools) is current.
         let mut current = source.current_plan_id();
         loop {
             let tools = source.current_tools().unwrap();
-            if tools.iter().filter(|t| t.name().starts_with("fault.extra_")).count() == 20 {
+            if tools
+                .iter()
+                .filter(|t| t.name().starts_with("fault.extra_"))
+                .count()
+                == 20
+            {
                 break;
             }
             current = source.wait_for_generation(current.as_ref()).await;
         }
         let health = source.health();
-        assert!(health.refreshes < 20, "{} refreshes for 20 notifications", health.refreshes);
-        assert_eq!(lease.definitions(), &before[..], "a lease never sees a changed definition");
+        assert!(
+            health.refreshes < 20,
+            "{} refreshes for 20 notifications",
+            health.refreshes
+        );
+        assert_eq!(
+            lease.definitions(),
+            &before[..],
+            "a lease never sees a changed definition"
+        );
         // The old generation is still leasable for resume while leased.
         let again = source.lease_generation(lease.id(), &cancel).await.unwrap();
         assert_eq!(again.definitions(), &before[..]);
         again.release(&cancel).await.unwrap();
         lease.release(&cancel).await.unwrap();
         // Released and superseded: gone, and resume fails closed.
-        assert!(matches!(source.lease_generation(lease.id(), &cancel).await, Err(agent_core::stage::PlanError::UnknownGeneration(_))));
+        assert!(matches!(
+            source.lease_generation(lease.id(), &cancel).await,
+            Err(agent_core::stage::PlanError::UnknownGeneration(_))
+        ));
         source.shutdown().await;
     });
 }
@@ -241,12 +355,27 @@ fn a_list_change_burst_is_coalesced_and_running_leases_keep_their_generation() {
 fn a_name_colliding_with_a_compiled_tool_fails_the_generation_with_both_named() {
     run(async {
         let config = fault_config("fault", json!({}));
-        let error = McpToolPlanSource::start(&config, compiled(&["fault.echo"]), vec![], vec![], quick_options()).await.unwrap_err();
+        let error = McpToolPlanSource::start(
+            &config,
+            compiled(&["fault.echo"]),
+            vec![],
+            vec![],
+            quick_options(),
+        )
+        .await
+        .unwrap_err();
         match error {
-            McpError::Collision { name, first, second } => {
+            McpError::Collision {
+                name,
+                first,
+                second,
+            } => {
                 assert_eq!(name, "fault.echo");
                 assert!(first.contains("compiled tool `fault.echo`"), "{first}");
-                assert!(second.contains("MCP server `fault` tool `echo`"), "{second}");
+                assert!(
+                    second.contains("MCP server `fault` tool `echo`"),
+                    "{second}"
+                );
             }
             other => panic!("{other}"),
         }
@@ -257,18 +386,33 @@ fn a_name_colliding_with_a_compiled_tool_fails_the_generation_with_both_named() 
 fn a_schema_past_the_kernel_bound_fails_the_generation_closed() {
     run(async {
         let config = fault_config("fault", json!({"env": {"FAULT_BIG_SCHEMA": "1"}}));
-        let error = McpToolPlanSource::start(&config, compiled(&[]), vec![], vec![], quick_options()).await.unwrap_err();
-        assert!(matches!(&error, McpError::Definition { server, tool, .. } if server == "fault" && tool == "big_schema"), "{error}");
+        let error =
+            McpToolPlanSource::start(&config, compiled(&[]), vec![], vec![], quick_options())
+                .await
+                .unwrap_err();
+        assert!(
+            matches!(&error, McpError::Definition { server, tool, .. } if server == "fault" && tool == "big_schema"),
+            "{error}"
+        );
     });
 }
 
 #[test]
 fn a_digest_mismatch_stops_the_launch_and_a_match_allows_it() {
     run(async {
-        let error = McpToolPlanSource::start(&fault_config("fault", json!({"sha256": "1".repeat(64)})), compiled(&[]), vec![], vec![], quick_options())
-            .await
-            .unwrap_err();
-        assert!(matches!(&error, McpError::Launch { server, source: agent_mcp::process::LaunchError::DigestMismatch { .. } } if server == "fault"), "{error}");
+        let error = McpToolPlanSource::start(
+            &fault_config("fault", json!({"sha256": "1".repeat(64)})),
+            compiled(&[]),
+            vec![],
+            vec![],
+            quick_options(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            matches!(&error, McpError::Launch { server, source: agent_mcp::process::LaunchError::DigestMismatch { .. } } if server == "fault"),
+            "{error}"
+        );
         let digest = agent_mcp::process::sha256_file(&fault_server()).unwrap();
         let source = start(&fault_config("fault", json!({"sha256": digest})), &[]).await;
         source.shutdown().await;
@@ -283,10 +427,20 @@ fn shutdown_and_drop_leave_no_process_grandchild_or_zombie() {
         let group = pgid(&source);
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
-        let grandchild: i32 = call(&lease, "fault.spawn_grandchild", json!({}), &cancel).await.unwrap().content().parse().unwrap();
+        let grandchild: i32 = call(&lease, "fault.spawn_grandchild", json!({}), &cancel)
+            .await
+            .unwrap()
+            .content()
+            .parse()
+            .unwrap();
         assert!(processes_in_group(group).contains(&grandchild));
         // Server, watchdog and grandchild.
-        assert_eq!(processes_in_group(group).len(), 3, "{:?}", processes_in_group(group));
+        assert_eq!(
+            processes_in_group(group).len(),
+            3,
+            "{:?}",
+            processes_in_group(group)
+        );
         lease.release(&cancel).await.unwrap();
         source.shutdown().await;
         assert_eq!(wait_group_empty(group).await, Vec::<i32>::new());
@@ -295,7 +449,12 @@ fn shutdown_and_drop_leave_no_process_grandchild_or_zombie() {
         let source = start(&fault_config("fault", json!({})), &[]).await;
         let group = pgid(&source);
         let lease = source.lease_current_typed().await.unwrap();
-        let grandchild: i32 = call(&lease, "fault.spawn_grandchild", json!({}), &cancel).await.unwrap().content().parse().unwrap();
+        let grandchild: i32 = call(&lease, "fault.spawn_grandchild", json!({}), &cancel)
+            .await
+            .unwrap()
+            .content()
+            .parse()
+            .unwrap();
         lease.release(&cancel).await.unwrap();
         drop(lease);
         drop(source);

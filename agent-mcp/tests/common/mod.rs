@@ -74,7 +74,11 @@ impl Tool for Compiled {
     fn definition(&self) -> &Definition {
         &self.0
     }
-    fn execute<'a>(&'a self, call: Call, _ctx: ToolContext<'a>) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
+    fn execute<'a>(
+        &'a self,
+        call: Call,
+        _ctx: ToolContext<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
         Box::pin(async move { Ok(ToolResult::success(call.id(), "compiled")) })
     }
 }
@@ -88,35 +92,62 @@ pub fn compiled(names: &[&str]) -> BTreeMap<String, Arc<dyn Tool>> {
                 .replay_safety(ReplaySafety::Safe)
                 .build()
                 .unwrap();
-            (name.to_string(), Arc::new(Compiled(definition)) as Arc<dyn Tool>)
+            (
+                name.to_string(),
+                Arc::new(Compiled(definition)) as Arc<dyn Tool>,
+            )
         })
         .collect()
 }
 
 pub async fn start(config: &McpConfig, compiled_names: &[&str]) -> McpToolPlanSource {
-    McpToolPlanSource::start(config, compiled(compiled_names), Vec::new(), Vec::new(), quick_options())
-        .await
-        .expect("start")
+    McpToolPlanSource::start(
+        config,
+        compiled(compiled_names),
+        Vec::new(),
+        Vec::new(),
+        quick_options(),
+    )
+    .await
+    .expect("start")
 }
 
 /// Dispatches one call through the lease's pipeline.
-pub async fn call(lease: &ToolPlanLease, name: &str, arguments: Value, cancel: &CancellationToken) -> Result<ToolResult, DispatchError> {
+pub async fn call(
+    lease: &ToolPlanLease,
+    name: &str,
+    arguments: Value,
+    cancel: &CancellationToken,
+) -> Result<ToolResult, DispatchError> {
     let scope = DispatchScope::new("run-1", 1, lease.id().clone(), lease.fingerprint()).unwrap();
     let call = Call::new("call-1", name, arguments).unwrap();
     lease
         .dispatcher()
-        .dispatch(DispatchRequest { cancel, scope: &scope, call: &call, reporter: &NoopReporter })
+        .dispatch(DispatchRequest {
+            cancel,
+            scope: &scope,
+            call: &call,
+            reporter: &NoopReporter,
+        })
         .await
 }
 
 /// The processes (zombies included) whose process group is `pgid`.
 pub fn processes_in_group(pgid: i32) -> Vec<i32> {
     let mut found = Vec::new();
-    let Ok(entries) = std::fs::read_dir("/proc") else { return found };
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return found;
+    };
     for entry in entries.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else { continue };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         if fields.get(2).and_then(|g| g.parse::<i32>().ok()) == Some(pgid) {
             found.push(pid);
