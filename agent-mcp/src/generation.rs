@@ -130,6 +130,22 @@ impl ToolEntry {
     }
 }
 
+/// The entries of compiled tools only (a source without servers).
+pub(crate) fn compiled_entries(definitions: &[Definition]) -> Arc<[ToolEntry]> {
+    definitions
+        .iter()
+        .map(|definition| ToolEntry {
+            definition: definition.clone(),
+            origin: Origin::Compiled,
+            server_tool: None,
+            fingerprint: None,
+            basis: None,
+            destructive: None,
+            stale_override: false,
+        })
+        .collect()
+}
+
 /// A frozen generation.
 pub struct Generation {
     pub(crate) sequence: u64,

@@ -166,7 +166,7 @@ pub struct McpToolPlanSource {
 
 #[derive(Clone)]
 enum Kind {
-    Static(StaticToolPlanSource),
+    Static(StaticToolPlanSource, Arc<[ToolEntry]>),
     Mcp(Arc<Inner>),
 }
 
@@ -219,8 +219,10 @@ impl McpToolPlanSource {
                 tool: "(pipeline)".to_owned(),
                 reason: e.to_string(),
             })?;
+            let definitions = pipeline_definitions(&source).await;
+            let entries = generation::compiled_entries(&definitions);
             return Ok(McpToolPlanSource {
-                kind: Kind::Static(source),
+                kind: Kind::Static(source, entries),
             });
         }
         let servers: Vec<Arc<ServerConfig>> =
@@ -314,11 +316,23 @@ impl McpToolPlanSource {
         })
     }
 
-    /// The current generation's tools, sorted by name (compiled tools included); `None`
-    /// when no generation is leasable.
+    /// Leases the current generation, takes its tools and releases the lease: what a run
+    /// starting now would be offered (`agent tools`).
+    pub async fn leased_tools(&self) -> Result<Arc<[ToolEntry]>, McpError> {
+        let lease = self.lease_current_typed().await?;
+        let tools = match &self.kind {
+            Kind::Static(_, entries) => Some(entries.clone()),
+            Kind::Mcp(_) => self.tools_of(lease.id()),
+        };
+        let _ = lease.release(&CancellationToken::new()).await;
+        tools.ok_or(McpError::Closed)
+    }
+
+    /// The current generation's tools, sorted by name (compiled tools included), or why no
+    /// generation is leasable.
     pub fn current_tools(&self) -> Result<Arc<[ToolEntry]>, McpError> {
         match &self.kind {
-            Kind::Static(_) => Err(McpError::Closed),
+            Kind::Static(_, entries) => Ok(entries.clone()),
             Kind::Mcp(inner) => {
                 let state = inner.lock();
                 current_generation(&state).map(|g| g.entries.clone())
@@ -342,7 +356,7 @@ impl McpToolPlanSource {
     /// Leases the current generation, with the typed reason when it is not leasable.
     pub async fn lease_current_typed(&self) -> Result<ToolPlanLease, McpError> {
         let inner = match &self.kind {
-            Kind::Static(source) => {
+            Kind::Static(source, _) => {
                 let cancel = CancellationToken::new();
                 return source
                     .lease_current(&cancel)
@@ -364,7 +378,7 @@ impl McpToolPlanSource {
     /// lease) and every server of it running; never a substitute.
     pub async fn lease_generation_typed(&self, id: &PlanId) -> Result<ToolPlanLease, PlanError> {
         let inner = match &self.kind {
-            Kind::Static(source) => {
+            Kind::Static(source, _) => {
                 let cancel = CancellationToken::new();
                 return source.lease_generation(id, &cancel).await;
             }
@@ -404,7 +418,7 @@ impl McpToolPlanSource {
     /// The current plan id, if a generation is leasable.
     pub fn current_plan_id(&self) -> Option<PlanId> {
         match &self.kind {
-            Kind::Static(source) => Some(source.plan_id().clone()),
+            Kind::Static(source, _) => Some(source.plan_id().clone()),
             Kind::Mcp(inner) => current_generation(&inner.lock())
                 .ok()
                 .map(|g| g.plan_id.clone()),
@@ -427,7 +441,7 @@ impl McpToolPlanSource {
     /// Every state, under the lock only.
     pub fn health(&self) -> Health {
         let inner = match &self.kind {
-            Kind::Static(source) => return Health::compiled_only(source.plan_id().clone()),
+            Kind::Static(source, _) => return Health::compiled_only(source.plan_id().clone()),
             Kind::Mcp(inner) => inner,
         };
         let state = inner.lock();
@@ -482,6 +496,13 @@ impl McpToolPlanSource {
         if let Kind::Mcp(inner) = &self.kind {
             shutdown_all(inner).await;
         }
+    }
+}
+
+async fn pipeline_definitions(source: &StaticToolPlanSource) -> Vec<agent_core::tool::Definition> {
+    match source.lease_current(&CancellationToken::new()).await {
+        Ok(lease) => lease.definitions().to_vec(),
+        Err(_) => Vec::new(),
     }
 }
 
