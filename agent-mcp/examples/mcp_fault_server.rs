@@ -4,7 +4,8 @@
 //!
 //! Tools: `echo`, `sleep` (read-only, closed world); `add_note` (mutating, not idempotent);
 //! `slow_write` (mutating, sleeps first); `crash` (exits mid-call); `giant` (a result of
-//! N bytes); `burst` (adds N tools, each followed by `tools/list_changed`); `fail`
+//! N bytes); `burst` (adds N tools, each followed by `tools/list_changed`); `toggle` (adds or
+//! removes one tool, then `tools/list_changed`); `fail`
 //! (`isError`); `contradictory` (read-only *and* destructive); `plain` (no annotations);
 //! `Bad Name!` (normalized by the client); `spawn_grandchild` (starts `sleep 300` and returns
 //! its pid); `stats` (calls and `notifications/cancelled` received). With
@@ -99,6 +100,12 @@ impl Fault {
                 "burst",
                 "Adds `count` tools, announcing each.",
                 object(json!({"count": {"type": "integer"}})),
+                mutating.clone(),
+            ),
+            tool(
+                "toggle",
+                "Adds `extra_0` or removes it, and announces the change.",
+                object(json!({})),
                 mutating.clone(),
             ),
             tool(
@@ -229,6 +236,12 @@ impl ServerHandler for Fault {
                     let _ = context.peer.notify_tool_list_changed().await;
                 }
                 Ok(text("burst"))
+            }
+            "toggle" => {
+                let now = 1 - self.extra.load(Ordering::SeqCst).min(1);
+                self.extra.store(now, Ordering::SeqCst);
+                let _ = context.peer.notify_tool_list_changed().await;
+                Ok(text(now.to_string()))
             }
             "fail" => Ok(CallToolResponse::Complete(CallToolResult::error(vec![ContentBlock::text("it failed")]))),
             "contradictory" | "plain" | "Bad Name!" => Ok(text("ok")),
