@@ -33,19 +33,30 @@ fn server() -> PathBuf {
     let exe = std::env::current_exe().expect("bench exe");
     let target = exe.parent().and_then(|d| d.parent()).expect("target dir");
     let path = target.join("examples/mcp-fault-server");
-    assert!(path.exists(), "{} is missing: cargo build --release -p agent-mcp --example mcp-fault-server", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: cargo build --release -p agent-mcp --example mcp-fault-server",
+        path.display()
+    );
     path
 }
 
 fn bench(c: &mut Criterion) {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     let path = server();
     let arguments = json!({"text": "hello"});
 
     // Direct rmcp session.
     let direct = runtime.block_on(async {
         let mut command = tokio::process::Command::new(&path);
-        command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).kill_on_drop(true);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
         let mut child = command.spawn().unwrap();
         let (stdin, stdout) = (child.stdin.take().unwrap(), child.stdout.take().unwrap());
         let service = ().serve((stdout, stdin)).await.unwrap();
@@ -53,8 +64,20 @@ fn bench(c: &mut Criterion) {
     });
 
     // Our source, dispatcher and lease.
-    let config = McpConfig::parse(&json!({"mcpServers": {"fault": {"command": path.to_str().unwrap(), "trusted": true}}}).to_string()).unwrap();
-    let source = runtime.block_on(McpToolPlanSource::start(&config, BTreeMap::new(), vec![], vec![], HostOptions::default())).unwrap();
+    let config = McpConfig::parse(
+        &json!({"mcpServers": {"fault": {"command": path.to_str().unwrap(), "trusted": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let source = runtime
+        .block_on(McpToolPlanSource::start(
+            &config,
+            BTreeMap::new(),
+            vec![],
+            vec![],
+            HostOptions::default(),
+        ))
+        .unwrap();
     let lease = runtime.block_on(source.lease_current_typed()).unwrap();
     let scope = DispatchScope::new("bench", 1, lease.id().clone(), lease.fingerprint()).unwrap();
     let call = Call::new("c1", "fault.echo", arguments.clone()).unwrap();
@@ -62,7 +85,9 @@ fn bench(c: &mut Criterion) {
     let cancel = CancellationToken::new();
 
     let mut group = c.benchmark_group("mcp_call");
-    group.sample_size(50).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(50)
+        .measurement_time(Duration::from_secs(8));
     group.bench_function("rmcp_direct", |b| {
         b.to_async(&runtime).iter(|| async {
             let mut params = CallToolRequestParams::new("echo");
@@ -73,7 +98,12 @@ fn bench(c: &mut Criterion) {
     });
     group.bench_function("dispatcher", |b| {
         b.to_async(&runtime).iter(|| async {
-            let request = DispatchRequest { cancel: &cancel, scope: &scope, call: &call, reporter: &NoopReporter };
+            let request = DispatchRequest {
+                cancel: &cancel,
+                scope: &scope,
+                call: &call,
+                reporter: &NoopReporter,
+            };
             let result = dispatcher.dispatch(request).await.unwrap();
             assert_eq!(result.content(), "hello");
         })
@@ -81,7 +111,9 @@ fn bench(c: &mut Criterion) {
     group.finish();
 
     let mut group = c.benchmark_group("list_changed");
-    group.sample_size(30).measurement_time(Duration::from_secs(8));
+    group
+        .sample_size(30)
+        .measurement_time(Duration::from_secs(8));
     group.bench_function("toggle_to_leasable", |b| {
         b.to_async(&runtime).iter_custom(|iterations| {
             let (source, lease) = (&source, &lease);
@@ -90,10 +122,17 @@ fn bench(c: &mut Criterion) {
                 for i in 0..iterations {
                     let before = source.current_plan_id();
                     let toggle = Call::new(format!("t{i}"), "fault.toggle", json!({})).unwrap();
-                    let scope = DispatchScope::new("bench", 1, lease.id().clone(), lease.fingerprint()).unwrap();
+                    let scope =
+                        DispatchScope::new("bench", 1, lease.id().clone(), lease.fingerprint())
+                            .unwrap();
                     let cancel = CancellationToken::new();
                     let started = Instant::now();
-                    let request = DispatchRequest { cancel: &cancel, scope: &scope, call: &toggle, reporter: &NoopReporter };
+                    let request = DispatchRequest {
+                        cancel: &cancel,
+                        scope: &scope,
+                        call: &toggle,
+                        reporter: &NoopReporter,
+                    };
                     lease.dispatcher().dispatch(request).await.unwrap();
                     let after = source.wait_for_generation(before.as_ref()).await;
                     total += started.elapsed();

@@ -2,13 +2,14 @@
 //! `tools/list_changed` and crashes, and hands out leases (the kernel's `ToolPlanSource`).
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 
 use agent_core::BoxFuture;
 use agent_core::stage::{
     PlanError, PlanId, StaticToolPlanSource, ToolDispatchDecorator, ToolDispatchGuard,
-    ToolPlanLease, ToolPlanSource,
+    ToolDispatcher, ToolPlanLease, ToolPlanSource,
 };
 use agent_core::tool::Tool;
 use rmcp::model::Tool as McpToolInfo;
@@ -529,18 +530,68 @@ fn current_generation(state: &State) -> Result<Arc<Generation>, McpError> {
 }
 
 fn lease_of(inner: &Arc<Inner>, generation: Arc<Generation>) -> ToolPlanLease {
-    let weak = Arc::downgrade(inner);
-    let sequence = generation.sequence;
-    ToolPlanLease::new(
-        generation.plan_id.clone(),
-        generation.pipeline.clone(),
-        move || async move {
-            if let Some(inner) = weak.upgrade() {
-                release(&inner, sequence);
-            }
-            Ok(())
-        },
-    )
+    let once = Arc::new(ReleaseOnce {
+        inner: Arc::downgrade(inner),
+        sequence: generation.sequence,
+        done: AtomicBool::new(false),
+    });
+    let leased = Arc::new(Leased {
+        pipeline: generation.pipeline.clone(),
+        once: once.clone(),
+    });
+    ToolPlanLease::new(generation.plan_id.clone(), leased, move || async move {
+        once.release();
+        Ok(())
+    })
+}
+
+/// Releases one lease at most once: through `ToolPlanLease::release`, or when the lease
+/// (and every dispatcher taken from it) is dropped without a release, so a forgotten
+/// release cannot keep a generation and its servers forever.
+struct ReleaseOnce {
+    inner: Weak<Inner>,
+    sequence: u64,
+    done: AtomicBool,
+}
+
+impl ReleaseOnce {
+    fn release(&self) {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        if let Some(inner) = self.inner.upgrade() {
+            release(&inner, self.sequence);
+        }
+    }
+}
+
+/// The dispatcher one lease holds: the generation's pipeline, plus the drop-time release.
+struct Leased {
+    pipeline: Arc<dyn ToolDispatcher>,
+    once: Arc<ReleaseOnce>,
+}
+
+impl Drop for Leased {
+    fn drop(&mut self) {
+        self.once.release();
+    }
+}
+
+impl ToolDispatcher for Leased {
+    fn definitions(&self) -> &[agent_core::tool::Definition] {
+        self.pipeline.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: agent_core::stage::DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<agent_core::tool::ToolResult, agent_core::stage::DispatchError>> {
+        self.pipeline.dispatch(request)
+    }
+
+    fn is_composed(&self) -> bool {
+        true
+    }
 }
 
 /// Drops one lease; superseded servers are shut down on their own tasks, so the caller
@@ -554,7 +605,10 @@ fn release(inner: &Arc<Inner>, sequence: u64) {
 fn collect_retired(state: &mut State, retired: Vec<u64>) {
     for launch in retired {
         if let Some(instance) = state.instances.remove(&launch) {
-            tokio::spawn(async move { instance.shutdown().await });
+            // Outside a runtime (a lease dropped late), dropping the instance kills its group.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move { instance.shutdown().await });
+            }
         }
     }
     let current = state.registry.current();

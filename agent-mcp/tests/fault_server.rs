@@ -462,3 +462,29 @@ fn shutdown_and_drop_leave_no_process_grandchild_or_zombie() {
         assert!(!process_exists(grandchild));
     });
 }
+
+#[test]
+fn a_lease_dropped_without_release_does_not_retain_its_generation() {
+    run(async {
+        let source = start(&fault_config("fault", json!({})), &[]).await;
+        let cancel = CancellationToken::new();
+        let worker = source.lease_current_typed().await.unwrap();
+        let forgotten = source.lease_current_typed().await.unwrap();
+        let old = forgotten.id().clone();
+        assert_eq!(source.health().active_leases, 2);
+        drop(forgotten);
+        assert_eq!(source.health().active_leases, 1);
+        call(&worker, "fault.toggle", json!({}), &cancel)
+            .await
+            .unwrap();
+        source.wait_for_generation(Some(&old)).await.unwrap();
+        worker.release(&cancel).await.unwrap();
+        assert_eq!(source.health().active_leases, 0);
+        assert_eq!(source.health().retained_generations, 1);
+        assert!(matches!(
+            source.lease_generation(&old, &cancel).await,
+            Err(agent_core::stage::PlanError::UnknownGeneration(_))
+        ));
+        source.shutdown().await;
+    });
+}
