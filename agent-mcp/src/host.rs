@@ -289,7 +289,7 @@ impl McpToolPlanSource {
             }
             return Err(error);
         }
-        {
+        let published = {
             let mut state = inner.lock();
             for (index, pair) in started.into_iter().enumerate() {
                 let Some((instance, tools)) = pair else {
@@ -301,11 +301,11 @@ impl McpToolPlanSource {
                 slot.tools = Arc::new(tools);
                 slot.state = Some(ServerState::Ready);
             }
-            if let Err(error) = publish_locked(&inner, &mut state) {
-                drop(state);
-                shutdown_all(&inner).await;
-                return Err(error);
-            }
+            publish_locked(&inner, &mut state)
+        };
+        if let Err(error) = published {
+            shutdown_all(&inner).await;
+            return Err(error);
         }
         tokio::spawn(follow_signals(
             Arc::downgrade(&inner),
@@ -867,7 +867,7 @@ fn install(
     state.slots[server].last_error = None;
     state.slots[server].refreshing = false;
     state.slots[server].dirty = false;
-    let published = publish_locked(&inner, &mut state);
+    let published = publish_locked(inner, &mut state);
     // The crashed launch goes once no retained generation names it.
     if let Some(old) = old
         && let Some(retired) = state.registry.retire_unused(old.launch)

@@ -247,29 +247,138 @@ mod tests {
         let t = Some(true);
         let f = Some(false);
         #[rustfmt::skip]
-        let rows: Vec<(Hints, bool, Vec<Capability>, Option<&ToolOverride>, (Effect, ReplaySafety, Vec<Capability>, Basis))> = vec![
+        type Expected = (Effect, ReplaySafety, Vec<Capability>, Basis);
+        type Row<'a> = (
+            Hints,
+            bool,
+            Vec<Capability>,
+            Option<&'a ToolOverride>,
+            Expected,
+        );
+        let rows: Vec<Row<'_>> = vec![
             // No annotations: the worst case, trusted or not.
-            (none, false, vec![], None, (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted)),
-            (none, true, vec![], None, (Mutating, Unsafe, vec![NetworkAccess], Basis::Hint)),
+            (
+                none,
+                false,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted),
+            ),
+            (
+                none,
+                true,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![NetworkAccess], Basis::Hint),
+            ),
             // Read-only, closed world.
-            (hints(t, None, t, f), true, vec![], None, (ReadOnly, Safe, vec![], Basis::Hint)),
-            (hints(t, None, t, f), false, vec![], None, (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted)),
-            (hints(t, None, None, f), true, vec![FilesystemRead], None, (ReadOnly, Safe, vec![FilesystemRead], Basis::Hint)),
+            (
+                hints(t, None, t, f),
+                true,
+                vec![],
+                None,
+                (ReadOnly, Safe, vec![], Basis::Hint),
+            ),
+            (
+                hints(t, None, t, f),
+                false,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted),
+            ),
+            (
+                hints(t, None, None, f),
+                true,
+                vec![FilesystemRead],
+                None,
+                (ReadOnly, Safe, vec![FilesystemRead], Basis::Hint),
+            ),
             // Read-only but open world, or with a write capability: idempotent mutation.
-            (hints(t, None, None, None), true, vec![], None, (Mutating, Idempotent, vec![NetworkAccess], Basis::Hint)),
-            (hints(t, None, None, f), true, vec![ProcessExecute], None, (Mutating, Idempotent, vec![ProcessExecute], Basis::Hint)),
+            (
+                hints(t, None, None, None),
+                true,
+                vec![],
+                None,
+                (Mutating, Idempotent, vec![NetworkAccess], Basis::Hint),
+            ),
+            (
+                hints(t, None, None, f),
+                true,
+                vec![ProcessExecute],
+                None,
+                (Mutating, Idempotent, vec![ProcessExecute], Basis::Hint),
+            ),
             // Contradiction: read-only and destructive.
-            (hints(t, t, f, f), true, vec![], None, (Mutating, Unsafe, vec![], Basis::Hint)),
-            (hints(t, t, t, f), true, vec![], None, (Mutating, Idempotent, vec![], Basis::Hint)),
+            (
+                hints(t, t, f, f),
+                true,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![], Basis::Hint),
+            ),
+            (
+                hints(t, t, t, f),
+                true,
+                vec![],
+                None,
+                (Mutating, Idempotent, vec![], Basis::Hint),
+            ),
             // Not read-only.
-            (hints(f, t, t, f), true, vec![], None, (Mutating, Idempotent, vec![], Basis::Hint)),
-            (hints(f, f, f, f), true, vec![], None, (Mutating, Unsafe, vec![], Basis::Hint)),
-            (hints(f, f, None, None), true, vec![], None, (Mutating, Unsafe, vec![NetworkAccess], Basis::Hint)),
-            (hints(f, None, t, None), false, vec![FilesystemWrite], None, (Mutating, Unsafe, vec![FilesystemWrite, NetworkAccess], Basis::Untrusted)),
+            (
+                hints(f, t, t, f),
+                true,
+                vec![],
+                None,
+                (Mutating, Idempotent, vec![], Basis::Hint),
+            ),
+            (
+                hints(f, f, f, f),
+                true,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![], Basis::Hint),
+            ),
+            (
+                hints(f, f, None, None),
+                true,
+                vec![],
+                None,
+                (Mutating, Unsafe, vec![NetworkAccess], Basis::Hint),
+            ),
+            (
+                hints(f, None, t, None),
+                false,
+                vec![FilesystemWrite],
+                None,
+                (
+                    Mutating,
+                    Unsafe,
+                    vec![FilesystemWrite, NetworkAccess],
+                    Basis::Untrusted,
+                ),
+            ),
             // Overrides: the only relaxation, and only when pinned to this fingerprint.
-            (none, false, vec![], Some(&ro_override), (ReadOnly, Safe, vec![], Basis::Operator)),
-            (none, false, vec![], Some(&stale), (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted)),
-            (hints(t, None, t, f), true, vec![], Some(&stale), (ReadOnly, Safe, vec![], Basis::Hint)),
+            (
+                none,
+                false,
+                vec![],
+                Some(&ro_override),
+                (ReadOnly, Safe, vec![], Basis::Operator),
+            ),
+            (
+                none,
+                false,
+                vec![],
+                Some(&stale),
+                (Mutating, Unsafe, vec![NetworkAccess], Basis::Untrusted),
+            ),
+            (
+                hints(t, None, t, f),
+                true,
+                vec![],
+                Some(&stale),
+                (ReadOnly, Safe, vec![], Basis::Hint),
+            ),
         ];
         for (i, (hints, trusted, caps, o, (effect, replay, capabilities, basis))) in
             rows.into_iter().enumerate()

@@ -39,7 +39,12 @@ fn server(bin: &str) -> Option<PathBuf> {
     Some(path)
 }
 
-fn config(key: &str, command: &PathBuf, args: &[&str], extra: serde_json::Value) -> McpConfig {
+fn config(
+    key: &str,
+    command: &std::path::Path,
+    args: &[&str],
+    extra: serde_json::Value,
+) -> McpConfig {
     let mut entry = json!({"command": command.to_str().unwrap(), "args": args, "startupTimeoutMs": 60000, "shutdownTimeoutMs": 1000});
     if let (serde_json::Value::Object(entry), serde_json::Value::Object(extra)) =
         (&mut entry, extra)
