@@ -258,7 +258,7 @@ impl ServerInstance {
         }
     }
 
-    /// Whether [`ServerInstance::shutdown`] has run.
+    /// Whether the shutdown (closing stdin, then killing the group) has run.
     pub fn is_shut_down(&self) -> bool {
         self.shut_down.load(Ordering::SeqCst)
     }
