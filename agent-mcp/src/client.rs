@@ -1,6 +1,7 @@
 //! One running server: the rmcp client session over its stdio, its tool list, and the
 //! kernel [`Tool`] that calls one of its tools with the outcome rules of an MCP call.
 
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -11,7 +12,7 @@ use agent_core::tool::{
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientNotification, ClientRequest, ErrorCode, ListToolsRequest, PaginatedRequestParams,
-    ServerResult, Tool as McpToolInfo,
+    ProgressNotificationParam, ProgressToken, ServerResult, Tool as McpToolInfo,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -49,12 +50,22 @@ pub(crate) enum Signal {
     },
 }
 
-/// The client side of one session: forwards `tools/list_changed` to the host.
+/// Progress messages buffered per call; more are dropped (progress is advisory).
+pub const PROGRESS_BUFFER: usize = 64;
+/// Longest progress message forwarded to the kernel's reporter, in bytes.
+pub const MAX_PROGRESS_BYTES: usize = 1024;
+
+/// Where the progress notifications of each call in flight go, by progress token.
+type ProgressRoutes = Arc<Mutex<HashMap<ProgressToken, mpsc::Sender<String>>>>;
+
+/// The client side of one session: forwards `tools/list_changed` to the host and
+/// `notifications/progress` to the call it belongs to.
 #[derive(Clone)]
 pub(crate) struct Notifier {
     server: usize,
     launch: u64,
     signals: mpsc::UnboundedSender<Signal>,
+    progress: ProgressRoutes,
 }
 
 impl ClientHandler for Notifier {
@@ -64,6 +75,43 @@ impl ClientHandler for Notifier {
             launch: self.launch,
         });
     }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let route = self
+            .progress
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&params.progress_token)
+            .cloned();
+        if let Some(route) = route {
+            let _ = route.try_send(progress_text(&params));
+        }
+    }
+}
+
+/// `progress[/total][: message]`, cut to [`MAX_PROGRESS_BYTES`] on a character boundary.
+fn progress_text(params: &ProgressNotificationParam) -> String {
+    let mut text = match params.total {
+        Some(total) => format!("{}/{total}", params.progress),
+        None => params.progress.to_string(),
+    };
+    if let Some(message) = params.message.as_deref().filter(|m| !m.trim().is_empty()) {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    let text: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    let mut end = text.len().min(MAX_PROGRESS_BYTES);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
 }
 
 /// One launch of one server: its session, process group and health.
@@ -71,6 +119,7 @@ pub struct ServerInstance {
     pub(crate) config: Arc<ServerConfig>,
     pub(crate) launch: u64,
     peer: Peer<RoleClient>,
+    progress: ProgressRoutes,
     service: Mutex<Option<RunningService<RoleClient, Notifier>>>,
     /// Taken out by the shutdown; dropping it (with the instance) kills the group.
     group: Mutex<Option<ProcessGroup>>,
@@ -116,10 +165,12 @@ impl ServerInstance {
         let stderr = group.stderr().clone();
         let pgid = group.pgid();
         let mut exit = group.exit_watch();
+        let progress: ProgressRoutes = Arc::default();
         let notifier = Notifier {
             server: index,
             launch,
             signals: signals.clone(),
+            progress: progress.clone(),
         };
         let startup = config.timeouts.startup;
         let service = match tokio::time::timeout(startup, notifier.serve((stdout, stdin))).await {
@@ -144,6 +195,7 @@ impl ServerInstance {
             config,
             launch,
             peer,
+            progress,
             service: Mutex::new(Some(service)),
             group: Mutex::new(Some(group)),
             pgid,
@@ -338,17 +390,29 @@ impl ServerInstance {
             peer: Some(handle.peer.clone()),
             id: Some(handle.id.clone()),
         };
-        let outcome = tokio::select! {
-            outcome = handle.await_response() => outcome,
-            () = ctx.cancelled() => {
-                guard.send();
-                return Err(if definition.effect() == Effect::Mutating {
-                    after_send("cancelled after the request was sent".to_owned())
-                } else {
-                    ExecutionError::cancelled(call_id)
-                });
+        let (progress_tx, mut progress_rx) = mpsc::channel(PROGRESS_BUFFER);
+        let route = RouteGuard::new(&self.progress, handle.progress_token.clone(), progress_tx);
+        let response = handle.await_response();
+        tokio::pin!(response);
+        let outcome = loop {
+            tokio::select! {
+                biased;
+                outcome = &mut response => break outcome,
+                () = ctx.cancelled() => {
+                    guard.send();
+                    return Err(if definition.effect() == Effect::Mutating {
+                        after_send("cancelled after the request was sent".to_owned())
+                    } else {
+                        ExecutionError::cancelled(call_id)
+                    });
+                }
+                Some(message) = progress_rx.recv() => {
+                    // A reporter failure is the dispatcher's to record; the call goes on.
+                    let _ = ctx.report(&call_id, message).await;
+                }
             }
         };
+        drop(route);
         // rmcp sends the cancellation itself on its own timeout; any answer disarms us.
         guard.disarm();
         match outcome {
@@ -441,6 +505,31 @@ impl Tool for McpTool {
     }
 }
 
+/// Routes one call's progress notifications while it is in flight.
+struct RouteGuard<'a> {
+    routes: &'a ProgressRoutes,
+    token: ProgressToken,
+}
+
+impl<'a> RouteGuard<'a> {
+    fn new(routes: &'a ProgressRoutes, token: ProgressToken, sender: mpsc::Sender<String>) -> Self {
+        routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(token.clone(), sender);
+        RouteGuard { routes, token }
+    }
+}
+
+impl Drop for RouteGuard<'_> {
+    fn drop(&mut self) {
+        self.routes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.token);
+    }
+}
+
 /// Sends `notifications/cancelled` for a request whose caller went away without an answer.
 struct CancelOnDrop {
     peer: Option<Peer<RoleClient>>,
@@ -478,5 +567,28 @@ impl CancelOnDrop {
 impl Drop for CancelOnDrop {
     fn drop(&mut self) {
         self.send();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(message: &str) -> ProgressNotificationParam {
+        serde_json::from_value(
+            serde_json::json!({"progressToken": 1, "progress": 2, "total": 3, "message": message}),
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn progress_text_is_bounded_at_max_progress_bytes() {
+        assert_eq!(progress_text(&params("half\nway")), "2/3: half way");
+        let prefix = "2/3: ".len();
+        let at = "a".repeat(MAX_PROGRESS_BYTES - prefix);
+        assert_eq!(progress_text(&params(&at)).len(), MAX_PROGRESS_BYTES);
+        let past = "é".repeat(MAX_PROGRESS_BYTES);
+        let text = progress_text(&params(&past));
+        assert!(text.len() <= MAX_PROGRESS_BYTES && text.ends_with('é'));
     }
 }

@@ -247,3 +247,38 @@ fn server_memory_mutating_tools_map_by_their_hints_only_when_trusted() {
         let _ = std::fs::remove_dir_all(&dir);
     });
 }
+
+#[test]
+fn server_everything_progress_reaches_the_kernel_reporter() {
+    let Some(bin) = server("mcp-server-everything") else {
+        return;
+    };
+    run(async move {
+        let config = config(
+            "everything",
+            &bin,
+            &["stdio"],
+            json!({"trusted": true, "callTimeoutMs": 20000}),
+        );
+        let source =
+            McpToolPlanSource::start(&config, compiled(&[]), vec![], vec![], quick_options())
+                .await
+                .unwrap();
+        let lease = source.lease_current_typed().await.unwrap();
+        let recorder = Recorder::default();
+        let result = call_reporting(
+            &lease,
+            "everything.trigger-long-running-operation",
+            json!({"duration": 1, "steps": 3}),
+            &recorder,
+        )
+        .await
+        .unwrap();
+        assert!(!result.is_problem(), "{}", result.content());
+        let progress = recorder.0.lock().unwrap().clone();
+        assert!(!progress.is_empty(), "no progress was reported");
+        assert!(progress.iter().any(|p| p.contains("/3")), "{progress:?}");
+        lease.release(&CancellationToken::new()).await.unwrap();
+        source.shutdown().await;
+    });
+}

@@ -171,3 +171,38 @@ pub async fn wait_group_empty(pgid: i32) -> Vec<i32> {
 pub fn process_exists(pid: i32) -> bool {
     std::path::Path::new(&format!("/proc/{pid}")).exists()
 }
+
+/// Keeps every progress message it is given.
+#[derive(Default)]
+pub struct Recorder(pub std::sync::Mutex<Vec<String>>);
+
+impl agent_core::tool::Reporter for Recorder {
+    fn report(
+        &self,
+        progress: agent_core::tool::Progress,
+    ) -> BoxFuture<'_, Result<(), agent_core::tool::ReportError>> {
+        self.0.lock().unwrap().push(progress.message().to_owned());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Dispatches one call, reporting progress to `reporter`.
+pub async fn call_reporting(
+    lease: &ToolPlanLease,
+    name: &str,
+    arguments: Value,
+    reporter: &Recorder,
+) -> Result<ToolResult, DispatchError> {
+    let scope = DispatchScope::new("run-1", 1, lease.id().clone(), lease.fingerprint()).unwrap();
+    let call = Call::new("call-1", name, arguments).unwrap();
+    let cancel = CancellationToken::new();
+    lease
+        .dispatcher()
+        .dispatch(DispatchRequest {
+            cancel: &cancel,
+            scope: &scope,
+            call: &call,
+            reporter,
+        })
+        .await
+}
