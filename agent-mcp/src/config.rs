@@ -662,6 +662,45 @@ mod tests {
     }
 
     #[test]
+    fn lists_and_values_are_bounded() {
+        let with = |body: String| format!(r#"{{"mcpServers":{{"a":{{"command":"x",{body}}}}}}}"#);
+        let args = |n: usize| with(format!(r#""args":[{}]"#, vec![r#""a""#; n].join(",")));
+        assert!(McpConfig::parse(&args(MAX_ARGS)).is_ok());
+        assert_eq!(error(&args(MAX_ARGS + 1)).1, "args");
+        let env = |n: usize| {
+            let vars: Vec<String> = (0..n).map(|i| format!(r#""V{i}":"1""#)).collect();
+            with(format!(r#""env":{{{}}}"#, vars.join(",")))
+        };
+        assert!(McpConfig::parse(&env(MAX_ENV)).is_ok());
+        assert_eq!(error(&env(MAX_ENV + 1)).1, "env");
+        let value = |n: usize| with(format!(r#""args":["{}"]"#, "v".repeat(n)));
+        assert!(McpConfig::parse(&value(MAX_VALUE_BYTES)).is_ok());
+        assert_eq!(error(&value(MAX_VALUE_BYTES + 1)).1, "args.0");
+        let fp = "1".repeat(64);
+        let overrides = |n: usize| {
+            let tools: Vec<String> = (0..n)
+                .map(|i| {
+                    format!(
+                        r#""t{i}":{{"fingerprint":"{fp}","effect":"mutating","replay":"unsafe"}}"#
+                    )
+                })
+                .collect();
+            with(format!(r#""overrides":{{{}}}"#, tools.join(",")))
+        };
+        assert!(McpConfig::parse(&overrides(MAX_OVERRIDES)).is_ok());
+        assert_eq!(error(&overrides(MAX_OVERRIDES + 1)).1, "overrides");
+        let padded = |n: usize| {
+            let text = r#"{"mcpServers":{}}"#;
+            format!("{text}{}", " ".repeat(n - text.len()))
+        };
+        assert!(McpConfig::parse(&padded(MAX_CONFIG_BYTES)).is_ok());
+        assert!(matches!(
+            McpConfig::parse(&padded(MAX_CONFIG_BYTES + 1)),
+            Err(ConfigError::Syntax { .. })
+        ));
+    }
+
+    #[test]
     fn server_count_is_bounded() {
         let servers = |n: usize| {
             let body: Vec<String> = (0..n)

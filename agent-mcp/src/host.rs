@@ -908,3 +908,39 @@ impl ToolPlanSource for McpToolPlanSource {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_the_second_attempt_up_to_the_maximum() {
+        let policy = RestartPolicy::default();
+        let ms = |n| policy.backoff(n).as_millis();
+        assert_eq!(
+            [ms(1), ms(2), ms(3), ms(4), ms(40)],
+            [0, 250, 500, 1000, 1000]
+        );
+    }
+
+    #[test]
+    fn options_are_bounded() {
+        let with = |f: fn(&mut HostOptions)| {
+            let mut options = HostOptions::default();
+            f(&mut options);
+            options.validate()
+        };
+        assert!(with(|o| o.restart.max_attempts = MAX_RESTART_ATTEMPTS).is_ok());
+        assert!(with(|o| o.restart.max_attempts = MAX_RESTART_ATTEMPTS + 1).is_err());
+        assert!(with(|o| o.restart.max_backoff = MAX_BACKOFF).is_ok());
+        assert!(with(|o| o.restart.max_backoff = MAX_BACKOFF + Duration::from_millis(1)).is_err());
+        assert!(
+            with(|o| o.restart.initial_backoff = o.restart.max_backoff + Duration::from_millis(1))
+                .is_err()
+        );
+        assert!(with(|o| o.result_limit = MIN_RESULT_BYTES).is_ok());
+        assert!(with(|o| o.result_limit = MIN_RESULT_BYTES - 1).is_err());
+        assert!(with(|o| o.result_limit = MAX_RESULT_BYTES).is_ok());
+        assert!(with(|o| o.result_limit = MAX_RESULT_BYTES + 1).is_err());
+    }
+}

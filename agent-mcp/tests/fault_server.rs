@@ -488,3 +488,47 @@ fn a_lease_dropped_without_release_does_not_retain_its_generation() {
         source.shutdown().await;
     });
 }
+
+#[test]
+fn a_server_may_list_up_to_max_tools_and_one_more_fails_the_refresh() {
+    use agent_mcp::client::MAX_TOOLS_PER_SERVER;
+    run(async {
+        let source = start(&fault_config("fault", json!({})), &[]).await;
+        let base = source.current_tools().unwrap().len();
+        let lease = source.lease_current_typed().await.unwrap();
+        let cancel = CancellationToken::new();
+        let first = source.current_plan_id();
+        call(
+            &lease,
+            "fault.burst",
+            json!({"count": MAX_TOOLS_PER_SERVER - base}),
+            &cancel,
+        )
+        .await
+        .unwrap();
+        let mut current = first;
+        while source.current_tools().unwrap().len() < MAX_TOOLS_PER_SERVER {
+            current = source.wait_for_generation(current.as_ref()).await;
+        }
+        assert_eq!(source.current_tools().unwrap().len(), MAX_TOOLS_PER_SERVER);
+        call(&lease, "fault.burst", json!({"count": 1}), &cancel)
+            .await
+            .unwrap();
+        while source.health().servers[0].last_error.is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        // The list past the bound is refused; the last good generation stays current.
+        let health = source.health();
+        assert!(
+            health.servers[0]
+                .last_error
+                .as_deref()
+                .unwrap_or("")
+                .contains(&format!("more than {MAX_TOOLS_PER_SERVER} tools")),
+            "{health:?}"
+        );
+        assert_eq!(source.current_tools().unwrap().len(), MAX_TOOLS_PER_SERVER);
+        lease.release(&cancel).await.unwrap();
+        source.shutdown().await;
+    });
+}
