@@ -66,10 +66,16 @@ pub(crate) struct Notifier {
     launch: u64,
     signals: mpsc::UnboundedSender<Signal>,
     progress: ProgressRoutes,
+    /// Set while a `ListChanged` of this launch waits in the host's queue, so a server
+    /// flooding notifications queues one at a time.
+    queued: Arc<AtomicBool>,
 }
 
 impl ClientHandler for Notifier {
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        if self.queued.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let _ = self.signals.send(Signal::ListChanged {
             server: self.server,
             launch: self.launch,
@@ -120,6 +126,7 @@ pub struct ServerInstance {
     pub(crate) launch: u64,
     peer: Peer<RoleClient>,
     progress: ProgressRoutes,
+    queued: Arc<AtomicBool>,
     service: Mutex<Option<RunningService<RoleClient, Notifier>>>,
     /// Taken out by the shutdown; dropping it (with the instance) kills the group.
     group: Mutex<Option<ProcessGroup>>,
@@ -166,11 +173,13 @@ impl ServerInstance {
         let pgid = group.pgid();
         let mut exit = group.exit_watch();
         let progress: ProgressRoutes = Arc::default();
+        let queued = Arc::new(AtomicBool::new(false));
         let notifier = Notifier {
             server: index,
             launch,
             signals: signals.clone(),
             progress: progress.clone(),
+            queued: queued.clone(),
         };
         let startup = config.timeouts.startup;
         let service = match tokio::time::timeout(startup, notifier.serve((stdout, stdin))).await {
@@ -196,6 +205,7 @@ impl ServerInstance {
             launch,
             peer,
             progress,
+            queued,
             service: Mutex::new(Some(service)),
             group: Mutex::new(Some(group)),
             pgid,
@@ -215,6 +225,11 @@ impl ServerInstance {
             });
         });
         Ok(instance)
+    }
+
+    /// Takes this launch's queued list change: later notifications queue a new one.
+    pub(crate) fn take_queued_list_change(&self) {
+        self.queued.store(false, Ordering::SeqCst);
     }
 
     /// The server's key.

@@ -721,9 +721,11 @@ async fn follow_signals(
             Signal::ListChanged { server, launch } => {
                 let mut state = inner.lock();
                 let slot = &mut state.slots[server];
-                if slot.instance.as_ref().map(|i| i.launch) != Some(launch) {
+                let Some(instance) = slot.instance.as_ref().filter(|i| i.launch == launch) else {
                     continue; // a superseded launch: its list no longer matters
-                }
+                };
+                // Before the refresh lists, so a change after this point queues again.
+                instance.take_queued_list_change();
                 if slot.refreshing {
                     slot.dirty = true; // coalesced into one follow-up refresh
                     continue;
