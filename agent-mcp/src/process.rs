@@ -326,16 +326,18 @@ async fn forward_stderr(
 struct Watchdog {
     /// Held open: its closing (by us, or by the kernel when we die) fires the watchdog.
     _pipe: Option<ChildStdin>,
+    pid: Option<i32>,
 }
 
 impl Watchdog {
     fn new(mut child: Child) -> Self {
         let pipe = child.stdin.take();
+        let pid = child.id().map(|p| p as i32);
         // Reaps the watchdog when the group is killed.
         tokio::spawn(async move {
             let _ = child.wait().await;
         });
-        Watchdog { _pipe: pipe }
+        Watchdog { _pipe: pipe, pid }
     }
 }
 
@@ -402,7 +404,33 @@ impl ProcessGroup {
 
 impl Drop for ProcessGroup {
     fn drop(&mut self) {
+        if self.done {
+            return;
+        }
         self.kill();
+        // Without a runtime (it shut down first) no task is left to reap the server and the
+        // watchdog; reap them here, bounded, so no zombie stays until the agent exits.
+        if tokio::runtime::Handle::try_current().is_err() {
+            let watchdog = self.watchdog.as_ref().and_then(|w| w.pid);
+            for pid in [Some(self.pgid), watchdog].into_iter().flatten() {
+                reap_blocking(pid);
+            }
+        }
+    }
+}
+
+/// Waits up to [`REAP_TIMEOUT`] for a killed child to be reaped, polling without blocking.
+fn reap_blocking(pid: i32) {
+    let Some(pid) = rustix::process::Pid::from_raw(pid) else {
+        return;
+    };
+    let deadline = std::time::Instant::now() + REAP_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        match rustix::process::waitpid(Some(pid), rustix::process::WaitOptions::NOHANG) {
+            Ok(None) => std::thread::sleep(Duration::from_millis(1)),
+            // Reaped, or not ours to reap any more (tokio's reaper got there first).
+            Ok(Some(_)) | Err(_) => return,
+        }
     }
 }
 

@@ -532,3 +532,29 @@ fn a_server_may_list_up_to_max_tools_and_one_more_fails_the_refresh() {
         source.shutdown().await;
     });
 }
+
+#[test]
+fn a_source_dropped_after_its_runtime_leaves_no_process_or_zombie() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (source, group) = runtime.block_on(async {
+        let source = start(&fault_config("fault", json!({})), &[]).await;
+        let group = pgid(&source);
+        (source, group)
+    });
+    assert_eq!(
+        processes_in_group(group).len(),
+        2,
+        "the server and its watchdog"
+    );
+    runtime.shutdown_timeout(Duration::from_secs(2));
+    drop(source); // no runtime any more: the kill and the reaping are synchronous
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !processes_in_group(group).is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(processes_in_group(group), Vec::<i32>::new());
+}
