@@ -21,10 +21,11 @@ use crate::attr::signature;
 use crate::diag::{self, Code, Errors};
 use crate::key;
 use crate::location;
+use crate::naming::{self, Name};
 use crate::runtime::CratePath;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, LitStr, Signature, Visibility};
@@ -184,11 +185,12 @@ pub fn analyze(
                 });
                 inner_aliases.push(quote!(pub type #exported = super::#local_name;));
             };
-            let fn_name = fn_ident.to_string();
-            let fn_name = fn_name.trim_start_matches("r#");
             alias(
-                format_ident!("__agent_core_{}_bean", fn_name),
-                format_ident!("__Bean"),
+                Name::new("__agent_core_")
+                    .user(&fn_ident)
+                    .fixed("_bean")
+                    .call_site(),
+                naming::fixed("__Bean"),
                 value,
             );
             let mut params = Vec::new();
@@ -199,8 +201,12 @@ pub fn analyze(
                 // type needs no alias: fewer items make every build of the crate cheaper.
                 if p.shape != key::ParamShape::Single {
                     alias(
-                        format_ident!("__agent_core_{}_param{}", fn_name, index),
-                        format_ident!("__Param{}", index),
+                        Name::new("__agent_core_")
+                            .user(&fn_ident)
+                            .fixed("_param")
+                            .number(index)
+                            .call_site(),
+                        Name::new("__Param").number(index).call_site(),
                         &p.bean_ty,
                     );
                 }
@@ -273,14 +279,7 @@ fn render(analysis: Analysis) -> TokenStream {
     } = analysis;
     let fn_ident = &function.sig.ident;
     let vis = &function.vis;
-    let default_name = fn_ident.to_string();
-    let default_name = default_name.trim_start_matches("r#");
-    let export = export_name(
-        "bean",
-        &descriptor.krate,
-        default_name,
-        &descriptor.location,
-    );
+    let export = export_name("bean", &descriptor.krate, fn_ident, &descriptor.location);
     let fields = descriptor.fields();
     let me = crate::transport::chain::me();
     let chain =
@@ -308,22 +307,23 @@ fn render(analysis: Analysis) -> TokenStream {
     }
 }
 
-/// A crate-root-unique, reproducible name for an exported macro.
-pub fn export_name(what: &str, krate: &str, item: &str, location: &str) -> syn::Ident {
-    // FNV-1a: tiny, stable across builds and platforms, and enough to separate two items of
-    // one name defined in one crate (their locations differ).
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in krate
-        .bytes()
-        .chain([0])
-        .chain(item.bytes())
-        .chain([0])
-        .chain(location.bytes())
-    {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
-    }
-    format_ident!("__agent_core_{}_{}_{}_{:016x}", what, krate, item, hash)
+/// A crate-root-unique, reproducible name for an exported macro:
+/// `__agent_core_<what>_<crate>_<item>_<hash>`, the item without `r#`. The hash of the parts
+/// and the location separates two items of one name defined in one crate.
+pub fn export_name(
+    what: &'static str,
+    krate: &str,
+    item: &syn::Ident,
+    location: &str,
+) -> syn::Ident {
+    Name::new("__agent_core_")
+        .fixed(what)
+        .fixed("_")
+        .word(krate)
+        .fixed("_")
+        .user(item)
+        .hashed(&[location])
+        .call_site()
 }
 
 fn consume_fn_attrs(
@@ -464,8 +464,8 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
     if !has_bean_attr {
         return misplaced(modifier, quote!(#function));
     }
-    let name = format_ident!("{}", modifier.as_str());
-    let marker = format_ident!("{}", MOVED);
+    let name = naming::fixed(modifier.as_str());
+    let marker = naming::fixed(MOVED);
     let moved: Attribute = if args.is_empty() {
         syn::parse_quote!(#[#marker::#name])
     } else {
@@ -507,10 +507,18 @@ mod tests {
 
     #[test]
     fn export_names_are_stable_and_distinct() {
-        let a = export_name("bean", "app", "read", "src/a.rs:1:1");
-        assert_eq!(a, export_name("bean", "app", "read", "src/a.rs:1:1"));
-        assert_ne!(a, export_name("bean", "app", "read", "src/b.rs:1:1"));
-        assert_ne!(a, export_name("bean", "lib", "read", "src/a.rs:1:1"));
+        let read = naming::fixed("read");
+        let a = export_name("bean", "app", &read, "src/a.rs:1:1");
+        assert_eq!(a, export_name("bean", "app", &read, "src/a.rs:1:1"));
+        assert_ne!(a, export_name("bean", "app", &read, "src/b.rs:1:1"));
+        assert_ne!(a, export_name("bean", "lib", &read, "src/a.rs:1:1"));
+    }
+
+    #[test]
+    fn raw_function_names_make_valid_export_names() {
+        let raw = syn::Ident::new_raw("type", Span::call_site());
+        let name = export_name("set", "app", &raw, "src/a.rs:1:1").to_string();
+        assert!(name.starts_with("__agent_core_set_app_type_"), "{name}");
     }
 
     #[test]

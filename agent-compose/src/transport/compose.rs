@@ -102,7 +102,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
         }
     };
     let entries: Vec<TokenStream> = entries.iter().map(|p| quote!(#p)).collect();
-    let unique = format!("app_{}", header.name);
+    let unique = crate::naming::Name::new("app_").user(&header.name);
     crate::transport::chain::run(&entries, &quote!({ #header }), &unique, &header.krate)
 }
 

@@ -77,7 +77,8 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
             };
         }
         Finish::Set(export, entries) => {
-            return match forward(descriptors, |path| set::member_path(path, &entries)) {
+            let members = set::MemberPaths::new(&entries);
+            return match forward(descriptors, |path| members.of(path)) {
                 Ok(descriptors) => chain::descriptor_macro(&export, &descriptors),
                 Err(e) => diag::syntax(e).to_compile_error(),
             };
