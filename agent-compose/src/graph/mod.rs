@@ -73,6 +73,7 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
         beans,
         names: beans.iter().map(|b| b.name.value()).collect(),
         current_crate,
+        by_tail: std::cell::OnceCell::new(),
     };
     ctx.check_listed_once(&mut errors);
     if !errors.is_empty() {
@@ -135,6 +136,10 @@ struct Ctx<'a> {
     /// Each bean's canonical name, read once: `LitStr::value` re-parses the literal.
     names: Vec<String>,
     current_crate: &'a str,
+    /// The beans of each key reduced to its last path segments (see `select::tail_key`),
+    /// built at the first missing dependency, so its "written differently" note is a lookup
+    /// instead of a scan of every bean.
+    by_tail: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
 }
 
 impl Ctx<'_> {

@@ -142,11 +142,19 @@ impl Ctx<'_> {
                 self.list(&same_type)
             ));
         }
-        let similar: Vec<usize> = (0..self.beans.len())
-            .filter(|&b| {
-                self.beans[b].key != param.key
-                    && tail_key(&self.beans[b].key) == tail_key(&param.key)
-            })
+        let by_tail = self.by_tail.get_or_init(|| {
+            let mut by_tail: HashMap<String, Vec<usize>> = HashMap::new();
+            for (b, bean) in self.beans.iter().enumerate() {
+                by_tail.entry(tail_key(&bean.key)).or_default().push(b);
+            }
+            by_tail
+        });
+        let similar: Vec<usize> = by_tail
+            .get(&tail_key(&param.key))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&b| self.beans[b].key != param.key)
             .collect();
         if !similar.is_empty() {
             message.push_str(&format!(
