@@ -22,6 +22,7 @@ use crate::diag::{self, Code, Errors};
 use crate::key;
 use crate::location;
 use crate::naming::{self, Name};
+use crate::nesting::{self, Body};
 use crate::runtime::CratePath;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
@@ -111,6 +112,12 @@ pub fn analyze(
     args: TokenStream,
     item: TokenStream,
 ) -> Result<Analysis, TokenStream> {
+    let deep = nesting::check(&args, Body::Scan)
+        .and_then(|()| nesting::check(&item, Body::Skip))
+        .err();
+    if let Some(err) = deep {
+        return Err(unparsed(kind, err, item));
+    }
     let mut function: FactoryFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
@@ -326,6 +333,105 @@ pub fn export_name(
         .call_site()
 }
 
+/// The expansion for an item too deeply nested to parse: the error, the item without the
+/// attributes this crate reads (they would expand again or fail to resolve), and, for a
+/// function, a poisoned descriptor under its name, so a `compose!` that lists it stays quiet.
+/// Qualifiers on its parameters are left in place.
+fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let errors = err.to_compile_error();
+    let trees: Vec<TokenTree> = item.into_iter().collect();
+    let mut kept = TokenStream::new();
+    let mut at = 0;
+    // The leading outer attributes: `#` and a bracket group each.
+    while let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(group))) =
+        (trees.get(at), trees.get(at + 1))
+    {
+        if hash.as_char() != '#' || group.delimiter() != Delimiter::Bracket {
+            break;
+        }
+        let path: Vec<String> = group
+            .stream()
+            .into_iter()
+            .take_while(|t| match t {
+                TokenTree::Ident(_) => true,
+                TokenTree::Punct(p) => p.as_char() == ':',
+                _ => false,
+            })
+            .filter_map(|t| match t {
+                TokenTree::Ident(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .collect();
+        let ours = path.first().is_some_and(|first| first == MOVED)
+            || path.last().is_some_and(|last| {
+                Modifier::parse(last).is_some() || BeanKind::parse(last).is_some()
+            });
+        if !ours {
+            kept.extend([trees[at].clone(), trees[at + 1].clone()]);
+        }
+        at += 2;
+    }
+    let rest = &trees[at..];
+    kept.extend(rest.iter().cloned());
+    let fn_ident = rest.windows(2).find_map(|pair| match pair {
+        [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => Some(name.clone()),
+        _ => None,
+    });
+    let Some(fn_ident) = fn_ident else {
+        return quote!(#errors #kept);
+    };
+    let vis = match rest {
+        [TokenTree::Ident(p), TokenTree::Group(g), ..]
+            if p == "pub" && g.delimiter() == Delimiter::Parenthesis =>
+        {
+            quote!(#p #g)
+        }
+        [TokenTree::Ident(p), ..] if p == "pub" => quote!(#p),
+        _ => TokenStream::new(),
+    };
+    let location = location::of(fn_ident.span());
+    let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
+    let descriptor = Descriptor {
+        path: TokenStream::new(),
+        kind,
+        fn_ident: fn_ident.clone(),
+        name: LitStr::new(&naming::unraw(&fn_ident), fn_ident.span()),
+        aliases: Vec::new(),
+        qualifiers: Vec::new(),
+        primary: false,
+        fallback: false,
+        order: 0,
+        is_async: false,
+        form: signature::Form::Plain,
+        output: quote!(()),
+        key: String::new(),
+        params: Vec::new(),
+        location,
+        krate,
+        poisoned: true,
+    };
+    let export = export_name("bean", &descriptor.krate, &fn_ident, &descriptor.location);
+    let fields = descriptor.fields();
+    let me = crate::transport::chain::me();
+    let chain =
+        crate::transport::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
+    quote! {
+        #errors
+        #kept
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
+        #vis mod #fn_ident {}
+
+        #chain
+
+        #[doc(hidden)]
+        #[allow(unused_imports, unreachable_pub)]
+        #vis use #export as #fn_ident;
+    }
+}
+
 fn consume_fn_attrs(
     kind: BeanKind,
     attrs: Vec<Attribute>,
@@ -452,6 +558,11 @@ fn is_moved(attr: &Attribute) -> bool {
 /// Expands a modifier written above its bean attribute: it moves itself below, where the
 /// bean attribute reads it, so attribute order never matters.
 pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    if nesting::too_deep(&args, Body::Scan).is_some()
+        || nesting::too_deep(&item, Body::Skip).is_some()
+    {
+        return move_unparsed(modifier, args, item);
+    }
     let Ok(mut function) = syn::parse2::<FactoryFn>(item.clone()) else {
         return misplaced(modifier, item);
     };
@@ -475,8 +586,57 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
     quote!(#function)
 }
 
+/// A modifier above an item too deeply nested to parse moves itself below the leading
+/// attributes all the same, by tokens, if one of them is a bean attribute: that attribute
+/// then reports the nesting, once. Otherwise the modifier is misplaced.
+fn move_unparsed(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let trees: Vec<TokenTree> = item.clone().into_iter().collect();
+    let mut at = 0;
+    let mut has_bean_attr = false;
+    while let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(group))) =
+        (trees.get(at), trees.get(at + 1))
+    {
+        if hash.as_char() != '#' || group.delimiter() != Delimiter::Bracket {
+            break;
+        }
+        let last = group
+            .stream()
+            .into_iter()
+            .take_while(|t| !matches!(t, TokenTree::Group(_)))
+            .filter_map(|t| match t {
+                TokenTree::Ident(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .last();
+        has_bean_attr |= last.as_deref().and_then(BeanKind::parse).is_some();
+        at += 2;
+    }
+    if !has_bean_attr {
+        return misplaced(modifier, item);
+    }
+    let name = naming::fixed(modifier.as_str());
+    let marker = naming::fixed(MOVED);
+    let moved = if args.is_empty() {
+        quote!(#[#marker::#name])
+    } else {
+        quote!(#[#marker::#name(#args)])
+    };
+    let (attrs, rest) = trees.split_at(at);
+    quote!(#(#attrs)* #moved #(#rest)*)
+}
+
 /// The name of an item and its span, for messages about attributes placed on it.
 fn item_name(item: &TokenStream) -> (String, Span) {
+    if nesting::too_deep(item, Body::Scan).is_some() {
+        // Too deep for `syn` to parse without risking the stack.
+        let span = item
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span());
+        return ("this item".to_owned(), span);
+    }
     match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Fn(f)) => (format!("function `{}`", f.sig.ident), f.sig.ident.span()),
         Ok(syn::Item::Struct(s)) => (format!("struct `{}`", s.ident), s.ident.span()),

@@ -87,6 +87,9 @@ impl Parse for Input {
 /// Expands `compose! { crate = path; vis struct App { beans: [...] } }` (the `crate` line
 /// optional) into the first link of the chain.
 pub fn expand(input: TokenStream) -> TokenStream {
+    if let Err(e) = crate::nesting::check(&input, crate::nesting::Body::Scan) {
+        return e.to_compile_error();
+    }
     let Input { header, entries } = match syn::parse2::<Input>(input) {
         Ok(i) => i,
         // A coded error (a bad `crate = ...`) already says what to write.

@@ -236,6 +236,8 @@ fn braced_tokens(input: ParseStream<'_>) -> syn::Result<TokenStream> {
 
 fn braced_type(input: ParseStream<'_>) -> syn::Result<(TokenStream, syn::Type)> {
     let tokens = braced_tokens(input)?;
+    // The attribute refused deeper types; a descriptor that has one was not written by it.
+    crate::nesting::check(&tokens, crate::nesting::Body::Scan)?;
     let ty = syn::parse2::<syn::Type>(tokens.clone())?;
     Ok((tokens, ty))
 }

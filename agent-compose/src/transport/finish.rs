@@ -52,6 +52,7 @@ impl syn::parse::Parse for Finish {
 /// their spans (see [`graph::resolve`]).
 pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
     let parsed = chain::read_finished(input).and_then(|finished| {
+        crate::nesting::check(&finished.header, crate::nesting::Body::Scan)?;
         let finish = Parser::parse2(
             |input: ParseStream<'_>| {
                 let finish: Finish = input.parse()?;

@@ -61,6 +61,9 @@ impl Parse for Sets {
 /// Expands `bean_set! { crate = path; vis name = [paths]; ... }` (the `crate` line
 /// optional).
 pub fn expand(input: TokenStream) -> TokenStream {
+    if let Err(e) = crate::nesting::check(&input, crate::nesting::Body::Scan) {
+        return e.to_compile_error();
+    }
     let sets = match syn::parse2::<Sets>(input) {
         Ok(s) => s,
         // A coded error (a bad `crate = ...`) already says what to write.
