@@ -6,7 +6,11 @@
 //! The `attribute` group times one `#[bean]` expansion on factories of the same shapes, the
 //! work rustc repeats for every annotated factory on every build of the crate.
 //!
-//! `cargo bench -p agent-compose --bench expansion`
+//! The `scale` group expands a bean set's finisher over 1,000 and 10,000 members, graphs of
+//! 1,000 and 10,000 beans that each miss a dependency (an error list as long as the graph),
+//! and the synthetic graph at 10,000 beans; `docs/performance.md` holds the figures.
+//!
+//! `cargo bench -p agent-compose --bench expansion` (`-- scale` for that group only)
 
 use agent_compose::BeanKind;
 use agent_compose::attr::signature::Form;
