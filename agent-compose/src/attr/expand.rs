@@ -107,7 +107,7 @@ pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStre
 
 /// Parses and validates one factory. `Err` carries the output for an item that is not a
 /// function at all (the error plus the untouched item), or that is nested too deeply to
-/// parse (see [`unparsed`]).
+/// parse (see `unparsed`).
 pub fn analyze(
     kind: BeanKind,
     args: TokenStream,
