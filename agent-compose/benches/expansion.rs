@@ -6,7 +6,11 @@
 //! The `attribute` group times one `#[bean]` expansion on factories of the same shapes, the
 //! work rustc repeats for every annotated factory on every build of the crate.
 //!
-//! `cargo bench -p agent-compose --bench expansion`
+//! The `scale` group expands a bean set's finisher over 1,000 and 10,000 members, graphs of
+//! 1,000 and 10,000 beans that each miss a dependency (an error list as long as the graph),
+//! and the synthetic graph at 10,000 beans; `docs/performance.md` holds the figures.
+//!
+//! `cargo bench -p agent-compose --bench expansion` (`-- scale` for that group only)
 
 use agent_compose::BeanKind;
 use agent_compose::attr::signature::Form;
@@ -182,5 +186,78 @@ fn attribute(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, expansion, attribute);
+/// A bean set's finisher over `n` members, as `bean_set!` hands it to the finisher: one
+/// descriptor per member, each reached by the member's own path.
+fn set_finisher(n: usize) -> TokenStream {
+    let descriptors = (0..n).map(|i| {
+        let d = bean(i, &format!("Arc<T{i}>"), Vec::new());
+        let path = &d.path;
+        let fields = d.fields();
+        quote!({ path = { #path } #fields })
+    });
+    let entries = (0..n).map(|i| {
+        let d = bean(i, "u8", Vec::new());
+        let path = &d.path;
+        quote!({ #path })
+    });
+    agent_compose::__testing::finisher_input(
+        quote!(#(#descriptors)*),
+        quote!(@set __agent_core_set_bench [ #(#entries)* ]),
+    )
+}
+
+/// `n` beans that each miss their one dependency: bean `i` produces `Arc<m::T{i}>` and asks
+/// for `Arc<n::T{i}>`, so every error carries a "written differently" note naming bean `i`.
+fn missing_dependencies(n: usize) -> TokenStream {
+    let items = (0..n).map(|i| {
+        let d = bean(
+            i,
+            &format!("Arc<m::T{i}>"),
+            vec![param("dep", &format!("Arc<n::T{i}>"), &[])],
+        );
+        let path = &d.path;
+        let fields = d.fields();
+        quote!({ path = { #path } #fields })
+    });
+    agent_compose::__testing::finisher_input(quote!(#(#items)*), quote!(pub struct App))
+}
+
+/// Shapes at 1,000 and 10,000 entries: a bean set's finisher, a graph whose every bean
+/// misses a dependency (an error list as long as the graph) and, at 10,000, the synthetic
+/// graph of the `expansion` group. Flat sampling with ten samples: one iteration of the
+/// largest shapes takes seconds on quadratic code.
+fn scale(c: &mut Criterion) {
+    let mut group = c.benchmark_group("scale");
+    group.sample_size(10);
+    group.sampling_mode(criterion::SamplingMode::Flat);
+    type Shape = (
+        &'static str,
+        fn(usize) -> TokenStream,
+        &'static [usize],
+        bool,
+    );
+    let shapes: [Shape; 3] = [
+        ("set", set_finisher, &[1000, 10_000], true),
+        ("missing", missing_dependencies, &[1000, 10_000], false),
+        ("graph", graph, &[10_000], true),
+    ];
+    for (shape, input_of, sizes, accepted) in shapes {
+        for &n in sizes {
+            let input = input_of(n);
+            let output = agent_compose::__testing::finish(input.clone(), "bench").to_string();
+            assert_eq!(
+                !output.contains("compile_error"),
+                accepted,
+                "{shape}/{n}: {}",
+                &output[..output.len().min(2000)]
+            );
+            group.bench_with_input(BenchmarkId::new(shape, n), &input, |b, input| {
+                b.iter(|| agent_compose::__testing::finish(black_box(input.clone()), "bench"));
+            });
+        }
+    }
+    group.finish();
+}
+
+criterion_group!(benches, expansion, attribute, scale);
 criterion_main!(benches);

@@ -32,11 +32,13 @@ pub enum Code {
     DuplicateAttribute,
     /// Macro input that does not follow the documented syntax.
     InvalidSyntax,
+    /// Tokens nested deeper than `nesting::MAX_DEPTH`.
+    NestingTooDeep,
 }
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 11] = [
+    pub const ALL: [Code; 12] = [
         Code::AmbiguousDependency,
         Code::MissingDependency,
         Code::DependencyCycle,
@@ -48,6 +50,7 @@ impl Code {
         Code::UnsupportedFactory,
         Code::DuplicateAttribute,
         Code::InvalidSyntax,
+        Code::NestingTooDeep,
     ];
 
     /// The code as printed between brackets.
@@ -64,6 +67,7 @@ impl Code {
             Code::UnsupportedFactory => "unsupported-factory",
             Code::DuplicateAttribute => "duplicate-attribute",
             Code::InvalidSyntax => "invalid-syntax",
+            Code::NestingTooDeep => "nesting-too-deep",
         }
     }
 }

@@ -57,7 +57,8 @@ pub fn field_name(name: &str) -> String {
     }
 }
 
-fn is_keyword(s: &str) -> bool {
+/// Whether `s` is a Rust keyword that a raw identifier can spell (`r#type`).
+pub(crate) fn is_keyword(s: &str) -> bool {
     matches!(
         s,
         "as" | "break"

@@ -18,7 +18,7 @@
 //! | generate | [`codegen`] | writes the application, its construction, manifest and coherence check, or the stub |
 //!
 //! Support modules used by every phase: [`diag`] (stable codes, error accumulation),
-//! [`ident`] (the identity grammar), [`key`] (type keys), [`location`] (source locations as
+//! [`ident`] (the identity grammar), [`naming`] (every generated identifier), [`nesting`] (the depth guard run before parsing), [`key`] (type keys), [`location`] (source locations as
 //! text) and [`runtime`] (the versioned path generated code reaches agent-core by, and
 //! `crate = path`).
 //!
@@ -41,6 +41,10 @@ pub mod ident;
 pub mod key;
 #[doc(hidden)]
 pub mod location;
+#[doc(hidden)]
+pub mod naming;
+#[doc(hidden)]
+pub mod nesting;
 #[doc(hidden)]
 pub mod plan;
 #[doc(hidden)]

@@ -7,7 +7,7 @@
 //! misbehaving or failing somewhere deep in a generated body.
 
 use crate::diag::{self, Code};
-use proc_macro2::{Span, TokenStream};
+use proc_macro2::TokenStream;
 use quote::{ToTokens, quote};
 use syn::parse::ParseStream;
 
@@ -58,7 +58,7 @@ impl CratePath {
         match &self.written {
             Some(path) => path.to_token_stream(),
             None => {
-                let name = proc_macro2::Ident::new("agent_core", Span::call_site());
+                let name = crate::naming::fixed("agent_core");
                 quote!(:: #name)
             }
         }
@@ -67,7 +67,7 @@ impl CratePath {
     /// The versioned hidden module: `<root>::__private_v0_1`.
     pub fn private(&self) -> TokenStream {
         let root = self.root();
-        let private = proc_macro2::Ident::new(PRIVATE, Span::call_site());
+        let private = crate::naming::fixed(PRIVATE);
         quote!(#root :: #private)
     }
 

@@ -1,5 +1,14 @@
 //! No input, however malformed, makes the compiler panic, and mistakes come back as coded
 //! errors spanned at the offending token.
+//!
+//! The properties generate token soup, damaged descriptors, raw identifiers in lists several
+//! chunks long, and signatures nested past the bound. `cargo test` runs a bounded number of
+//! cases per property (300 to 2,000); `PROPTEST_CASES=10000` runs 10,000 of each, as
+//! `.ci/run` does:
+//!
+//! ```sh
+//! PROPTEST_CASES=10000 cargo test -p agent-compose --test robustness
+//! ```
 
 use agent_compose::__testing::finish;
 use agent_compose::attr::expand as bean;
@@ -272,8 +281,16 @@ fn no_panic(what: &str, f: impl FnOnce() -> TokenStream) -> String {
     }
 }
 
+/// Cases per property: `PROPTEST_CASES` when set (`.ci/run` sets 10,000), else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1500, failure_persistence: None, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: cases(1500), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn no_entry_point_panics(a in soup(3), b in soup(3)) {
@@ -318,4 +335,326 @@ fn an_intact_descriptor_is_accepted() {
     let out = finish(tokens(GOOD), "app").to_string();
     assert!(!out.contains("compile_error"), "{out}");
     assert!(out.contains("pub struct App"), "{out}");
+}
+
+/// Output that is either a coded error or Rust that parses as items.
+fn well_formed(what: &str, out: &str) {
+    assert!(
+        out.contains("compile_error") || syn::parse_str::<syn::File>(out).is_ok(),
+        "{what}: malformed output {out}"
+    );
+}
+
+/// Descriptors of `fns` as a chain hands them to a finisher, each reached by `m::<fn>`.
+fn descriptors(fns: &[String]) -> String {
+    fns.iter()
+        .enumerate()
+        .map(|(i, f)| {
+            format!(
+                r#"{{ path = {{ m::{f} }} agent_core_descriptor_v2 kind = bean fn = {f} output = {{ Arc<T{i}> }} location = "a.rs:{i}:1" crate = "app" }}"#
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_raw_set_name_is_a_valid_set() {
+    let out = no_panic("bean_set", || bean_set(tokens("pub r#type = [a];")));
+    assert!(!out.contains("compile_error"), "{out}");
+    well_formed("bean_set", &out);
+    assert!(out.contains("mod r#type"), "{out}");
+    assert!(out.contains("as r#type"), "{out}");
+}
+
+#[test]
+fn a_raw_member_keeps_its_raw_name_in_the_set_finisher() {
+    let input = format!(
+        "{{ f }} [] [ {} ] {{ @set __export [ {{ r#type }} {{ m::r#match }} ] }}",
+        descriptors(&["r#type".into(), "m::r#match".into()])
+            .replace("m::m::", "m::")
+            .replace("{ m::r#type }", "{ r#type }")
+    );
+    let out = no_panic("finish", || finish(tokens(&input), "app"));
+    assert!(!out.contains("compile_error"), "{out}");
+    assert!(out.contains("$ ($ me) * :: r#type"), "{out}");
+    assert!(out.contains("$ ($ me) * :: r#match"), "{out}");
+}
+
+#[test]
+fn raw_names_with_more_than_one_chunk_of_entries() {
+    let entries: Vec<String> = (0..200).map(|i| format!("r#f{i}")).collect();
+    let list = entries.join(", ");
+    let app = no_panic("compose", || {
+        compose(tokens(&format!("pub struct r#App {{ beans: [{list}] }}")))
+    });
+    assert!(!app.contains("compile_error"), "{app}");
+    well_formed("compose", &app);
+    assert!(app.contains("__agent_core_relay_app_App_3"), "{app}");
+    let set = no_panic("bean_set", || {
+        bean_set(tokens(&format!("pub r#type = [{list}];")))
+    });
+    assert!(!set.contains("compile_error"), "{set}");
+    well_formed("bean_set", &set);
+    assert!(set.contains("__agent_core_relay_set_type_3"), "{set}");
+    // And the application finisher over raw functions, with a raw application name.
+    let fns: Vec<String> = (0..200).map(|i| format!("r#f{i}")).collect();
+    let input = format!(
+        "{{ f }} [] [ {} ] {{ pub struct r#App }}",
+        descriptors(&fns)
+    );
+    let out = no_panic("finish", || finish(tokens(&input), "app"));
+    assert!(!out.contains("compile_error"), "{out}");
+    well_formed("finish", &out);
+    assert!(out.contains("struct AppComponents"), "{out}");
+}
+
+/// Runs `f` on a thread with the 8 MiB of stack that rustc runs macros on (its main thread's
+/// default), not the 2 MiB of a test thread: unoptimized, parsing a signature at the nesting
+/// bound takes about 4 MiB.
+fn on_rustc_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(f)
+        .expect("thread")
+        .join()
+        .unwrap_or_else(|_| panic!("panicked"))
+}
+
+/// `n` levels of `Vec<..>` around `u8`.
+fn vecs(n: usize) -> String {
+    format!("{}u8{}", "Vec<".repeat(n), ">".repeat(n))
+}
+
+/// A factory returning `output` (plain, so the return type sits at depth 0).
+fn factory(output: &str) -> TokenStream {
+    tokens(&format!("pub fn deep() -> {output} {{ todo!() }}"))
+}
+
+#[test]
+fn nesting_at_the_bound_is_accepted_end_to_end() {
+    on_rustc_stack(nesting_at_the_bound);
+}
+
+fn nesting_at_the_bound() {
+    use agent_compose::nesting::MAX_DEPTH;
+    // The attribute, then the descriptor re-read by the finisher, then generation.
+    let ty = format!("Arc<{}>", vecs(MAX_DEPTH - 1));
+    let analysis = bean::analyze(BeanKind::Bean, TokenStream::new(), factory(&ty))
+        .unwrap_or_else(|_| panic!("accepted"));
+    let errors = analysis.errors.to_compile_errors().to_string();
+    assert!(errors.is_empty(), "{errors}");
+    let fields = analysis.descriptor.fields();
+    let input = tokens(&format!(
+        "{{ f }} [] [ {{ path = {{ m::deep }} {fields} }} ] {{ pub struct App }}"
+    ));
+    let out = no_panic("finish", || finish(input, "app"));
+    assert!(!out.contains("compile_error"), "{out}");
+    // The same depth as a parameter (inside the parameter list's parentheses) and as a
+    // `Box<dyn Fn(..)>` chain.
+    let param = tokens(&format!(
+        "pub fn deep(x: {}) -> u8 {{ 1 }}",
+        vecs(MAX_DEPTH - 1)
+    ));
+    let out = bean_attribute(BeanKind::Bean, TokenStream::new(), param).to_string();
+    assert!(!out.contains("compile_error"), "{out}");
+    let half = MAX_DEPTH / 2;
+    let boxed = format!("{}u8{}", "Box<dyn Fn(".repeat(half), ")>".repeat(half));
+    let out = bean_attribute(BeanKind::Bean, TokenStream::new(), factory(&boxed)).to_string();
+    assert!(!out.contains("nesting-too-deep"), "{out}");
+    // `compose!` and `bean_set!` entries are paths; a group at the bound is still read.
+    let group = format!(
+        "{}x{}",
+        "(".repeat(MAX_DEPTH - 2),
+        ")".repeat(MAX_DEPTH - 2)
+    );
+    let out = compose(tokens(&format!("pub struct App {{ beans: [{group}] }}"))).to_string();
+    assert!(
+        out.contains("[invalid-syntax]") && !out.contains("nesting"),
+        "{out}"
+    );
+}
+
+#[test]
+fn nesting_past_the_bound_is_refused_at_every_entry_point() {
+    use agent_compose::nesting::MAX_DEPTH;
+    let too_deep = vecs(MAX_DEPTH + 1);
+    let attribute = no_panic("bean", || {
+        bean_attribute(BeanKind::Bean, TokenStream::new(), factory(&too_deep))
+    });
+    assert!(attribute.contains("[nesting-too-deep]"), "{attribute}");
+    // The function stays, and a poisoned descriptor keeps `compose!` quiet.
+    assert!(attribute.contains("pub fn deep"), "{attribute}");
+    assert!(attribute.contains("poisoned"), "{attribute}");
+    let args = no_panic("bean args", || {
+        bean_attribute(
+            BeanKind::Bean,
+            tokens(&format!("name = {}", too_deep)),
+            factory("u8"),
+        )
+    });
+    assert!(args.contains("[nesting-too-deep]"), "{args}");
+    // A modifier above moves below by tokens; the bean attribute reports once.
+    let moved = no_panic("modifier", || {
+        modifier_attribute(
+            Modifier::Primary,
+            TokenStream::new(),
+            tokens(&format!(
+                "#[bean] pub fn deep() -> {too_deep} {{ todo!() }}"
+            )),
+        )
+    });
+    assert!(!moved.contains("compile_error"), "{moved}");
+    assert!(moved.contains("__agent_core_moved :: primary"), "{moved}");
+    let moved_then_bean = no_panic("bean", || {
+        bean_attribute(
+            BeanKind::Bean,
+            TokenStream::new(),
+            tokens(&moved.replacen("# [bean]", "", 1)),
+        )
+    });
+    assert_eq!(
+        moved_then_bean.matches("compile_error").count(),
+        1,
+        "{moved_then_bean}"
+    );
+    assert!(
+        !moved_then_bean.contains("__agent_core_moved"),
+        "{moved_then_bean}"
+    );
+    let group = format!(
+        "{}x{}",
+        "(".repeat(MAX_DEPTH + 1),
+        ")".repeat(MAX_DEPTH + 1)
+    );
+    for (what, out) in [
+        (
+            "compose",
+            compose(tokens(&format!("pub struct App {{ beans: [{group}] }}"))),
+        ),
+        ("bean_set", bean_set(tokens(&format!("pub s = [{group}];")))),
+        (
+            "finish header",
+            finish(
+                tokens(&format!("{{ f }} [] [] {{ pub struct App {group} }}")),
+                "app",
+            ),
+        ),
+        (
+            "finish descriptor",
+            finish(
+                tokens(&format!(
+                    r#"{{ f }} [] [ {{ path = {{ m::f }} agent_core_descriptor_v2 kind = bean fn = f output = {{ {too_deep} }} location = "a.rs:1:1" crate = "app" }} ] {{ pub struct App }}"#
+                )),
+                "app",
+            ),
+        ),
+    ] {
+        let out = out.to_string();
+        assert!(out.contains("[nesting-too-deep]"), "{what}: {out}");
+    }
+}
+
+#[test]
+fn signatures_hundreds_of_levels_deep_are_errors_not_crashes() {
+    for depth in [80, 250] {
+        let ty = format!("{}u8{}", "Box<dyn Fn(".repeat(depth), ")>".repeat(depth));
+        let item = tokens(&format!("pub fn deep(f: {ty}) -> Arc<T> {{ todo!() }}"));
+        let out = no_panic("bean", || {
+            bean_attribute(BeanKind::Tool, TokenStream::new(), item)
+        });
+        assert!(out.contains("[nesting-too-deep]"), "{depth}");
+        let out = no_panic("bean", || {
+            bean_attribute(BeanKind::Bean, TokenStream::new(), factory(&vecs(depth)))
+        });
+        assert!(out.contains("[nesting-too-deep]"), "{depth}");
+    }
+}
+
+/// Identifiers as users write them: plain, raw keywords, raw plain names, non-ASCII.
+fn identifier() -> impl Strategy<Value = String> {
+    prop_oneof![
+        "[a-z][a-z0-9_]{0,6}",
+        prop::sample::select(vec![
+            "r#type", "r#match", "r#fn", "r#struct", "r#async", "r#dyn", "r#gen", "r#try", "r#App",
+            "r#read", "r#x", "é", "r#é", "_x", "r#_x", "Tool",
+        ])
+        .prop_map(str::to_owned),
+    ]
+    // A bare keyword is not an identifier (users write it raw).
+    .prop_filter("an identifier", |s| syn::parse_str::<syn::Ident>(s).is_ok())
+}
+
+/// A nested type around `u8`, `levels` wrappers deep, each picked from `forms`.
+fn nested_type(forms: &[u8]) -> (String, usize) {
+    let mut open = String::new();
+    let mut close = String::new();
+    let mut depth = 0;
+    for form in forms {
+        let (o, c, d) = match form % 5 {
+            0 => ("Vec<", ">", 1),
+            1 => ("Box<dyn Fn(", ")>", 2),
+            2 => ("(", ",)", 1),
+            3 => ("[", "; 2]", 1),
+            _ => ("Option<Arc<", ">>", 2),
+        };
+        open.push_str(o);
+        close.insert_str(0, c);
+        depth += d;
+    }
+    (format!("{open}u8{close}"), depth)
+}
+
+proptest! {
+    // Each case expands lists of up to 200 entries four times and parses the output: about
+    // 10 ms unoptimized, so `cargo test` runs a few hundred and CI the full count.
+    #![proptest_config(ProptestConfig { cases: cases(300), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Raw and plain identifiers as function, set and application names, in lists up to
+    /// several chunks long: never a panic, always a valid expansion.
+    #[test]
+    fn raw_identifiers_and_long_lists_expand(
+        app in identifier(),
+        set in identifier(),
+        members in prop::collection::vec(identifier(), 0..200),
+    ) {
+        let list: Vec<String> = members.iter().enumerate().map(|(i, m)| format!("m{i}::{m}")).collect();
+        let list = list.join(", ");
+        let out = no_panic("compose", || compose(tokens(&format!("pub struct {app} {{ beans: [{list}] }}"))));
+        well_formed("compose", &out);
+        let out = no_panic("bean_set", || bean_set(tokens(&format!("pub {set} = [{list}];"))));
+        well_formed("bean_set", &out);
+        let fns: Vec<String> = members.clone();
+        let entries: String = members.iter().enumerate().map(|(i, m)| format!("{{ m{i}::{m} }}")).collect();
+        let set_input = format!("{{ f }} [] [ {} ] {{ @set __export [ {entries} ] }}",
+            fns.iter().enumerate().map(|(i, f)| format!(
+                r#"{{ path = {{ m{i}::{f} }} agent_core_descriptor_v2 kind = bean fn = {f} location = "a.rs:{i}:1" crate = "app" }}"#
+            )).collect::<String>());
+        let out = no_panic("set finisher", || finish(tokens(&set_input), "app"));
+        prop_assert!(!out.contains("compile_error"), "{}", out);
+        let app_input = format!("{{ f }} [] [ {} ] {{ pub struct {app} }}", descriptors(&fns));
+        let out = no_panic("finish", || finish(tokens(&app_input), "app"));
+        well_formed("finish", &out);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(2000), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Signatures nested up to several times the bound: accepted up to it, a coded error
+    /// past it, never a crash.
+    #[test]
+    fn deep_signatures_are_bounded(forms in prop::collection::vec(any::<u8>(), 0..200), in_param in any::<bool>()) {
+        let (ty, depth) = nested_type(&forms);
+        let (item, depth) = if in_param {
+            (format!("pub fn deep(x: {ty}) -> u8 {{ 1 }}"), depth + 1)
+        } else {
+            (format!("pub fn deep() -> {ty} {{ todo!() }}"), depth)
+        };
+        let src = item.clone();
+        let out = on_rustc_stack(move || {
+            no_panic("bean", || bean_attribute(BeanKind::Bean, TokenStream::new(), tokens(&src)))
+        });
+        let refused = out.contains("[nesting-too-deep]");
+        prop_assert_eq!(refused, depth > agent_compose::nesting::MAX_DEPTH, "{} at depth {}", item, depth);
+    }
 }

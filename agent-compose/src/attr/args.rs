@@ -57,7 +57,7 @@ impl BeanKind {
     /// name): there is no table to keep in step, and a variant missing on either side is a
     /// compile error in every generated manifest.
     pub fn runtime_variant(self) -> proc_macro2::Ident {
-        proc_macro2::Ident::new(&format!("{self:?}"), Span::call_site())
+        crate::naming::Name::from_word(&format!("{self:?}")).call_site()
     }
 }
 

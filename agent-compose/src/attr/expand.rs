@@ -21,10 +21,12 @@ use crate::attr::signature;
 use crate::diag::{self, Code, Errors};
 use crate::key;
 use crate::location;
+use crate::naming::{self, Name};
+use crate::nesting::{self, Body};
 use crate::runtime::CratePath;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
 use syn::{Attribute, FnArg, LitStr, Signature, Visibility};
@@ -104,12 +106,19 @@ pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStre
 }
 
 /// Parses and validates one factory. `Err` carries the output for an item that is not a
-/// function at all (the error plus the untouched item).
+/// function at all (the error plus the untouched item), or that is nested too deeply to
+/// parse (see `unparsed`).
 pub fn analyze(
     kind: BeanKind,
     args: TokenStream,
     item: TokenStream,
 ) -> Result<Analysis, TokenStream> {
+    let deep = nesting::check(&args, Body::Scan)
+        .and_then(|()| nesting::check(&item, Body::Skip))
+        .err();
+    if let Some(err) = deep {
+        return Err(unparsed(kind, err, item));
+    }
     let mut function: FactoryFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
         Err(_) => {
@@ -184,11 +193,12 @@ pub fn analyze(
                 });
                 inner_aliases.push(quote!(pub type #exported = super::#local_name;));
             };
-            let fn_name = fn_ident.to_string();
-            let fn_name = fn_name.trim_start_matches("r#");
             alias(
-                format_ident!("__agent_core_{}_bean", fn_name),
-                format_ident!("__Bean"),
+                Name::new("__agent_core_")
+                    .user(&fn_ident)
+                    .fixed("_bean")
+                    .call_site(),
+                naming::fixed("__Bean"),
                 value,
             );
             let mut params = Vec::new();
@@ -199,8 +209,12 @@ pub fn analyze(
                 // type needs no alias: fewer items make every build of the crate cheaper.
                 if p.shape != key::ParamShape::Single {
                     alias(
-                        format_ident!("__agent_core_{}_param{}", fn_name, index),
-                        format_ident!("__Param{}", index),
+                        Name::new("__agent_core_")
+                            .user(&fn_ident)
+                            .fixed("_param")
+                            .number(index)
+                            .call_site(),
+                        Name::new("__Param").number(index).call_site(),
                         &p.bean_ty,
                     );
                 }
@@ -273,14 +287,7 @@ fn render(analysis: Analysis) -> TokenStream {
     } = analysis;
     let fn_ident = &function.sig.ident;
     let vis = &function.vis;
-    let default_name = fn_ident.to_string();
-    let default_name = default_name.trim_start_matches("r#");
-    let export = export_name(
-        "bean",
-        &descriptor.krate,
-        default_name,
-        &descriptor.location,
-    );
+    let export = export_name("bean", &descriptor.krate, fn_ident, &descriptor.location);
     let fields = descriptor.fields();
     let me = crate::transport::chain::me();
     let chain =
@@ -308,22 +315,122 @@ fn render(analysis: Analysis) -> TokenStream {
     }
 }
 
-/// A crate-root-unique, reproducible name for an exported macro.
-pub fn export_name(what: &str, krate: &str, item: &str, location: &str) -> syn::Ident {
-    // FNV-1a: tiny, stable across builds and platforms, and enough to separate two items of
-    // one name defined in one crate (their locations differ).
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in krate
-        .bytes()
-        .chain([0])
-        .chain(item.bytes())
-        .chain([0])
-        .chain(location.bytes())
+/// A crate-root-unique, reproducible name for an exported macro:
+/// `__agent_core_<what>_<crate>_<item>_<hash>`, the item without `r#`. The hash of the parts
+/// and the location separates two items of one name defined in one crate.
+pub fn export_name(
+    what: &'static str,
+    krate: &str,
+    item: &syn::Ident,
+    location: &str,
+) -> syn::Ident {
+    Name::new("__agent_core_")
+        .fixed(what)
+        .fixed("_")
+        .word(krate)
+        .fixed("_")
+        .user(item)
+        .hashed(&[location])
+        .call_site()
+}
+
+/// The expansion for an item too deeply nested to parse: the error, the item without the
+/// attributes this crate reads (they would expand again or fail to resolve), and, for a
+/// function, a poisoned descriptor under its name, so a `compose!` that lists it stays quiet.
+/// Qualifiers on its parameters are left in place.
+fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let errors = err.to_compile_error();
+    let trees: Vec<TokenTree> = item.into_iter().collect();
+    let mut kept = TokenStream::new();
+    let mut at = 0;
+    // The leading outer attributes: `#` and a bracket group each.
+    while let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(group))) =
+        (trees.get(at), trees.get(at + 1))
     {
-        hash ^= u64::from(byte);
-        hash = hash.wrapping_mul(0x0100_0000_01b3);
+        if hash.as_char() != '#' || group.delimiter() != Delimiter::Bracket {
+            break;
+        }
+        let path: Vec<String> = group
+            .stream()
+            .into_iter()
+            .take_while(|t| match t {
+                TokenTree::Ident(_) => true,
+                TokenTree::Punct(p) => p.as_char() == ':',
+                _ => false,
+            })
+            .filter_map(|t| match t {
+                TokenTree::Ident(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .collect();
+        let ours = path.first().is_some_and(|first| first == MOVED)
+            || path.last().is_some_and(|last| {
+                Modifier::parse(last).is_some() || BeanKind::parse(last).is_some()
+            });
+        if !ours {
+            kept.extend([trees[at].clone(), trees[at + 1].clone()]);
+        }
+        at += 2;
     }
-    format_ident!("__agent_core_{}_{}_{}_{:016x}", what, krate, item, hash)
+    let rest = &trees[at..];
+    kept.extend(rest.iter().cloned());
+    let fn_ident = rest.windows(2).find_map(|pair| match pair {
+        [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => Some(name.clone()),
+        _ => None,
+    });
+    let Some(fn_ident) = fn_ident else {
+        return quote!(#errors #kept);
+    };
+    let vis = match rest {
+        [TokenTree::Ident(p), TokenTree::Group(g), ..]
+            if p == "pub" && g.delimiter() == Delimiter::Parenthesis =>
+        {
+            quote!(#p #g)
+        }
+        [TokenTree::Ident(p), ..] if p == "pub" => quote!(#p),
+        _ => TokenStream::new(),
+    };
+    let location = location::of(fn_ident.span());
+    let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
+    let descriptor = Descriptor {
+        path: TokenStream::new(),
+        kind,
+        fn_ident: fn_ident.clone(),
+        name: LitStr::new(&naming::unraw(&fn_ident), fn_ident.span()),
+        aliases: Vec::new(),
+        qualifiers: Vec::new(),
+        primary: false,
+        fallback: false,
+        order: 0,
+        is_async: false,
+        form: signature::Form::Plain,
+        output: quote!(()),
+        key: String::new(),
+        params: Vec::new(),
+        location,
+        krate,
+        poisoned: true,
+    };
+    let export = export_name("bean", &descriptor.krate, &fn_ident, &descriptor.location);
+    let fields = descriptor.fields();
+    let me = crate::transport::chain::me();
+    let chain =
+        crate::transport::chain::descriptor_macro(&export, &quote!({ path = { #me } #fields }));
+    quote! {
+        #errors
+        #kept
+
+        #[doc(hidden)]
+        #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
+        #vis mod #fn_ident {}
+
+        #chain
+
+        #[doc(hidden)]
+        #[allow(unused_imports, unreachable_pub)]
+        #vis use #export as #fn_ident;
+    }
 }
 
 fn consume_fn_attrs(
@@ -452,6 +559,11 @@ fn is_moved(attr: &Attribute) -> bool {
 /// Expands a modifier written above its bean attribute: it moves itself below, where the
 /// bean attribute reads it, so attribute order never matters.
 pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    if nesting::too_deep(&args, Body::Scan).is_some()
+        || nesting::too_deep(&item, Body::Skip).is_some()
+    {
+        return move_unparsed(modifier, args, item);
+    }
     let Ok(mut function) = syn::parse2::<FactoryFn>(item.clone()) else {
         return misplaced(modifier, item);
     };
@@ -464,8 +576,8 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
     if !has_bean_attr {
         return misplaced(modifier, quote!(#function));
     }
-    let name = format_ident!("{}", modifier.as_str());
-    let marker = format_ident!("{}", MOVED);
+    let name = naming::fixed(modifier.as_str());
+    let marker = naming::fixed(MOVED);
     let moved: Attribute = if args.is_empty() {
         syn::parse_quote!(#[#marker::#name])
     } else {
@@ -475,8 +587,57 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
     quote!(#function)
 }
 
+/// A modifier above an item too deeply nested to parse moves itself below the leading
+/// attributes all the same, by tokens, if one of them is a bean attribute: that attribute
+/// then reports the nesting, once. Otherwise the modifier is misplaced.
+fn move_unparsed(modifier: Modifier, args: TokenStream, item: TokenStream) -> TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let trees: Vec<TokenTree> = item.clone().into_iter().collect();
+    let mut at = 0;
+    let mut has_bean_attr = false;
+    while let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(group))) =
+        (trees.get(at), trees.get(at + 1))
+    {
+        if hash.as_char() != '#' || group.delimiter() != Delimiter::Bracket {
+            break;
+        }
+        let last = group
+            .stream()
+            .into_iter()
+            .take_while(|t| !matches!(t, TokenTree::Group(_)))
+            .filter_map(|t| match t {
+                TokenTree::Ident(i) => Some(i.to_string()),
+                _ => None,
+            })
+            .last();
+        has_bean_attr |= last.as_deref().and_then(BeanKind::parse).is_some();
+        at += 2;
+    }
+    if !has_bean_attr {
+        return misplaced(modifier, item);
+    }
+    let name = naming::fixed(modifier.as_str());
+    let marker = naming::fixed(MOVED);
+    let moved = if args.is_empty() {
+        quote!(#[#marker::#name])
+    } else {
+        quote!(#[#marker::#name(#args)])
+    };
+    let (attrs, rest) = trees.split_at(at);
+    quote!(#(#attrs)* #moved #(#rest)*)
+}
+
 /// The name of an item and its span, for messages about attributes placed on it.
 fn item_name(item: &TokenStream) -> (String, Span) {
+    if nesting::too_deep(item, Body::Scan).is_some() {
+        // Too deep for `syn` to parse without risking the stack.
+        let span = item
+            .clone()
+            .into_iter()
+            .next()
+            .map_or_else(Span::call_site, |t| t.span());
+        return ("this item".to_owned(), span);
+    }
     match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Fn(f)) => (format!("function `{}`", f.sig.ident), f.sig.ident.span()),
         Ok(syn::Item::Struct(s)) => (format!("struct `{}`", s.ident), s.ident.span()),
@@ -507,10 +668,18 @@ mod tests {
 
     #[test]
     fn export_names_are_stable_and_distinct() {
-        let a = export_name("bean", "app", "read", "src/a.rs:1:1");
-        assert_eq!(a, export_name("bean", "app", "read", "src/a.rs:1:1"));
-        assert_ne!(a, export_name("bean", "app", "read", "src/b.rs:1:1"));
-        assert_ne!(a, export_name("bean", "lib", "read", "src/a.rs:1:1"));
+        let read = naming::fixed("read");
+        let a = export_name("bean", "app", &read, "src/a.rs:1:1");
+        assert_eq!(a, export_name("bean", "app", &read, "src/a.rs:1:1"));
+        assert_ne!(a, export_name("bean", "app", &read, "src/b.rs:1:1"));
+        assert_ne!(a, export_name("bean", "lib", &read, "src/a.rs:1:1"));
+    }
+
+    #[test]
+    fn raw_function_names_make_valid_export_names() {
+        let raw = syn::Ident::new_raw("type", Span::call_site());
+        let name = export_name("set", "app", &raw, "src/a.rs:1:1").to_string();
+        assert!(name.starts_with("__agent_core_set_app_type_"), "{name}");
     }
 
     #[test]

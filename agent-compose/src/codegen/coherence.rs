@@ -3,7 +3,7 @@
 use crate::key::ParamShape;
 use crate::transport::descriptor::Descriptor;
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 
 /// One impl of a local trait per distinct key, each naming its type at the site that wrote
 /// it. If two keys are one type (e.g. through a `type` alias), the impls overlap and rustc
@@ -36,7 +36,9 @@ pub fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
         for (index, p) in b.params.iter().enumerate() {
             if p.shape != ParamShape::Single && seen.insert(p.key.clone()) {
                 let span = span_of(&p.bean_ty);
-                let alias = format_ident!("__Param{}", index);
+                let alias = crate::naming::Name::new("__Param")
+                    .number(index)
+                    .call_site();
                 impls.push(quote_spanned! {span=>
                     #[automatically_derived] impl EachBeanTypeMustBeWrittenOneWay for #path::#alias {}
                 });

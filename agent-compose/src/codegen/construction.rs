@@ -5,11 +5,12 @@
 use super::{field_of, lit, local, output_of};
 use crate::attr::signature::Form;
 use crate::graph::{Binding, Resolution};
+use crate::naming::Name;
 use crate::plan::ConstructionPlan;
 use crate::runtime::CratePath;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote, quote_spanned};
+use quote::{quote, quote_spanned};
 use syn::Ident;
 
 /// What the construction code is written from.
@@ -27,20 +28,24 @@ pub struct Construction<'a> {
 }
 
 fn collection_local(c: usize) -> Ident {
-    format_ident!("__collection_{}", c)
+    Name::new("__collection_").number(c).call_site()
 }
 
 fn struct_name(app: &Ident, k: usize) -> Ident {
-    format_ident!("__AgentCore{}Batch{}", app, k)
+    Name::new("__AgentCore")
+        .user(app)
+        .fixed("Batch")
+        .number(k)
+        .call_site()
 }
 
 fn fn_name(k: usize) -> Ident {
-    format_ident!("__agent_core_batch_{}", k)
+    Name::new("__agent_core_batch_").number(k).call_site()
 }
 
 /// The parameter (in later batches) or local (in `build_with`) holding batch `k`'s struct.
 fn batch_param(k: usize) -> Ident {
-    format_ident!("__batch_{}", k)
+    Name::new("__batch_").number(k).call_site()
 }
 
 impl Construction<'_> {
@@ -244,7 +249,7 @@ impl Construction<'_> {
             Form::Managed => "from_managed",
             Form::ResultManaged => "from_result_managed",
         };
-        let adapter = format_ident!("{adapter}");
+        let adapter = crate::naming::fixed(adapter);
         let private = self.krate.private();
         quote! {
             let #local: #output = match if overrides.#field.is_set() {

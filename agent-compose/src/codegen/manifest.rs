@@ -7,7 +7,7 @@ use crate::key::{self, ParamShape};
 use crate::transport::compose::Header;
 use crate::transport::descriptor::Descriptor;
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::quote;
 use std::collections::BTreeMap;
 use syn::Ident;
 
@@ -60,15 +60,12 @@ pub fn manifest(header: &Header, beans: &[Descriptor], resolution: &Resolution) 
                 .name
                 .as_ref()
                 .map_or_else(|| format!("#{position}"), ToString::to_string));
-            let shape = format_ident!(
-                "{}",
-                match p.shape {
-                    ParamShape::Single => "Single",
-                    ParamShape::Optional => "Optional",
-                    ParamShape::List => "List",
-                    ParamShape::Map => "Map",
-                }
-            );
+            let shape = crate::naming::fixed(match p.shape {
+                ParamShape::Single => "Single",
+                ParamShape::Optional => "Optional",
+                ParamShape::List => "List",
+                ParamShape::Map => "Map",
+            });
             let ty = lit(&key::render(&p.ty));
             let members = binding.members();
             let chosen = if members.len() < 2 {
@@ -77,7 +74,9 @@ pub fn manifest(header: &Header, beans: &[Descriptor], resolution: &Resolution) 
             } else {
                 let next = lists.len();
                 let list = lists.entry(members).or_insert_with_key(|members| {
-                    let name = format_ident!("__CHOSEN_{}", next);
+                    let name = crate::naming::Name::new("__CHOSEN_")
+                        .number(next)
+                        .call_site();
                     let names = members.iter().map(|&j| lit(&beans[j].name.value()));
                     list_items.push(quote!(const #name: &[&str] = &[#(#names),*];));
                     name

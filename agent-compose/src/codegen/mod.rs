@@ -16,12 +16,13 @@ pub mod stub;
 
 use crate::graph::Resolution;
 use crate::ident;
+use crate::naming::{self, Name};
 use crate::plan::ConstructionPlan;
 use crate::runtime::CratePath;
 use crate::transport::compose::Header;
 use crate::transport::descriptor::Descriptor;
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::{Ident, LitStr};
 
 pub use stub::stub;
@@ -37,8 +38,8 @@ impl Names {
     fn new(header: &Header) -> Self {
         let app = header.name.clone();
         Names {
-            components: format_ident!("{}Components", app),
-            overrides: format_ident!("{}Overrides", app),
+            components: Name::from_user(&app).fixed("Components").call_site(),
+            overrides: Name::from_user(&app).fixed("Overrides").call_site(),
             app,
         }
     }
@@ -52,15 +53,14 @@ fn output_of(bean: &Descriptor) -> TokenStream {
 
 /// The bean's field in the components and overrides structs.
 fn field_of(bean: &Descriptor) -> Ident {
-    syn::parse_str(&ident::field_name(&bean.name.value())).unwrap_or_else(|_| format_ident!("bean"))
+    naming::user(&ident::field_name(&bean.name.value()), Span::call_site())
 }
 
 /// The local that holds the bean while its batch is built.
 fn local(bean: &Descriptor) -> Ident {
-    format_ident!(
-        "__bean_{}",
-        ident::field_name(&bean.name.value()).trim_start_matches("r#")
-    )
+    Name::new("__bean_")
+        .word(&ident::field_name(&bean.name.value()))
+        .call_site()
 }
 
 fn lit(s: &str) -> LitStr {

@@ -69,10 +69,13 @@ pub struct Resolution {
 /// `compose!` entry instead and name the location as text.
 pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, syn::Error> {
     let mut errors = Errors::default();
+    let names: Vec<String> = beans.iter().map(|b| b.name.value()).collect();
     let ctx = Ctx {
         beans,
-        names: beans.iter().map(|b| b.name.value()).collect(),
+        rank: select::collection_ranks(beans, &names),
+        names,
         current_crate,
+        by_tail: std::cell::OnceCell::new(),
     };
     ctx.check_listed_once(&mut errors);
     if !errors.is_empty() {
@@ -134,7 +137,14 @@ struct Ctx<'a> {
     beans: &'a [Descriptor],
     /// Each bean's canonical name, read once: `LitStr::value` re-parses the literal.
     names: Vec<String>,
+    /// Each bean's place in collection order, so ordering a collection's members compares
+    /// numbers, not names (see `Ctx::collection_order`).
+    rank: Vec<usize>,
     current_crate: &'a str,
+    /// The beans of each key reduced to its last path segments (see `select::tail_key`),
+    /// built at the first missing dependency, so its "written differently" note is a lookup
+    /// instead of a scan of every bean.
+    by_tail: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
 }
 
 impl Ctx<'_> {

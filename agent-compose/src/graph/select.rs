@@ -8,6 +8,7 @@ use crate::ident;
 use crate::key::ParamShape;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use syn::LitStr;
 
 /// Rules 1 and 2, candidates and qualifier filter: the beans whose key is the parameter's
 /// (`by_key`), keeping those that every qualifier on the parameter selects (by name, alias or
@@ -17,17 +18,14 @@ pub fn qualifier_filter(
     by_key: &HashMap<&str, Vec<usize>>,
     param: &ParamDesc,
 ) -> Vec<usize> {
+    // Read once: `LitStr::value` re-parses the literal.
+    let wanted: Vec<String> = param.qualifiers.iter().map(LitStr::value).collect();
     by_key
         .get(param.key.as_str())
         .map(|c| {
             c.iter()
                 .copied()
-                .filter(|&c| {
-                    param
-                        .qualifiers
-                        .iter()
-                        .all(|q| beans[c].matches_qualifier(&q.value()))
-                })
+                .filter(|&c| wanted.iter().all(|q| beans[c].matches_qualifier(q)))
                 .collect()
         })
         .unwrap_or_default()
@@ -142,11 +140,19 @@ impl Ctx<'_> {
                 self.list(&same_type)
             ));
         }
-        let similar: Vec<usize> = (0..self.beans.len())
-            .filter(|&b| {
-                self.beans[b].key != param.key
-                    && tail_key(&self.beans[b].key) == tail_key(&param.key)
-            })
+        let by_tail = self.by_tail.get_or_init(|| {
+            let mut by_tail: HashMap<String, Vec<usize>> = HashMap::new();
+            for (b, bean) in self.beans.iter().enumerate() {
+                by_tail.entry(tail_key(&bean.key)).or_default().push(b);
+            }
+            by_tail
+        });
+        let similar: Vec<usize> = by_tail
+            .get(&tail_key(&param.key))
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|&b| self.beans[b].key != param.key)
             .collect();
         if !similar.is_empty() {
             message.push_str(&format!(
@@ -211,10 +217,7 @@ impl Ctx<'_> {
     /// The order of a `Vec<P>` (and of a map's members): `order` ascending, then canonical
     /// name, then position in the `compose!` list. Fallbacks are members like any bean.
     pub(super) fn collection_order(&self, mut members: Vec<usize>) -> Vec<usize> {
-        members.sort_by(|&a, &b| {
-            let (x, y) = (&self.beans[a], &self.beans[b]);
-            (x.order, &self.names[a], a).cmp(&(y.order, &self.names[b], b))
-        });
+        members.sort_unstable_by_key(|&m| self.rank[m]);
         members
     }
 
@@ -230,9 +233,9 @@ impl Ctx<'_> {
         reported: &mut BTreeSet<(usize, usize)>,
         errors: &mut Errors,
     ) {
-        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        let mut by_name: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
         for &m in members {
-            by_name.entry(self.names[m].clone()).or_default().push(m);
+            by_name.entry(&self.names[m]).or_default().push(m);
         }
         for (name, same) in by_name {
             if same.len() < 2 {
@@ -255,6 +258,19 @@ impl Ctx<'_> {
             );
         }
     }
+}
+
+/// Every bean's place in the collection order (`order`, then canonical name, then list
+/// position), computed once: the order is total, so a collection's members sorted by it are
+/// in exactly that order.
+pub(super) fn collection_ranks(beans: &[Descriptor], names: &[String]) -> Vec<usize> {
+    let mut all: Vec<usize> = (0..beans.len()).collect();
+    all.sort_by(|&a, &b| (beans[a].order, &names[a], a).cmp(&(beans[b].order, &names[b], b)));
+    let mut rank = vec![0; beans.len()];
+    for (place, bean) in all.into_iter().enumerate() {
+        rank[bean] = place;
+    }
+    rank
 }
 
 /// A key with every path reduced to its last segment, used only for "did you mean" hints.

@@ -12,7 +12,7 @@
 use crate::graph::{Binding, Resolution};
 use crate::transport::descriptor::Descriptor;
 use proc_macro2::TokenStream;
-use quote::{format_ident, quote};
+use quote::quote;
 use std::collections::{HashMap, HashSet};
 
 /// Beans are built in batches of at most `BATCH` beans, one `async fn` per batch, each
@@ -77,7 +77,7 @@ impl ConstructionPlan {
                 let content = (map, members.clone(), param.key.clone());
                 let c = *by_content.entry(content).or_insert_with(|| {
                     let path = &beans[i].path;
-                    let alias = format_ident!("__Param{}", p);
+                    let alias = crate::naming::Name::new("__Param").number(p).call_site();
                     collections.push(Collection {
                         map,
                         members: members.clone(),

@@ -29,19 +29,21 @@
 //! set. The finisher is reached through agent-core's versioned hidden module, named by the
 //! crate path of the `compose!` or `bean_set!` that started the chain.
 
+use crate::naming::Name;
 use crate::runtime::CratePath;
 use proc_macro2::{Ident, Punct, Spacing, Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 
 /// Entries per chunk.
 pub const CHUNK: usize = 64;
 
 /// The chain over `entries` (each a path) ending in `header`'s finisher, reached through
-/// `krate`. `unique` names the relay macros; it must be unique among chains of one module.
+/// `krate`. `unique` names the relay macros (`__agent_core_relay_<unique>_<k>`); it must be
+/// unique among chains of one module.
 pub fn run(
     entries: &[TokenStream],
     header: &TokenStream,
-    unique: &str,
+    unique: &Name,
     krate: &CratePath,
 ) -> TokenStream {
     let finisher = finisher(krate);
@@ -52,12 +54,11 @@ pub fn run(
     // chunk chains) and the gather's invocations resolve to each other.
     let names: Vec<TokenStream> = (0..entries.len().div_ceil(CHUNK))
         .map(|k| {
-            let name = format_ident!(
-                "__agent_core_relay_{}_{}",
-                unique,
-                k,
-                span = Span::call_site()
-            );
+            let name = Name::new("__agent_core_relay_")
+                .then(unique)
+                .fixed("_")
+                .number(k)
+                .call_site();
             quote!(#name)
         })
         .collect();
@@ -200,6 +201,7 @@ pub fn finisher_input(descriptors: TokenStream, header: TokenStream) -> TokenStr
 #[cfg(test)]
 mod tests {
     use super::*;
+    use quote::format_ident;
 
     fn paths(n: usize) -> Vec<TokenStream> {
         (0..n)
@@ -215,7 +217,7 @@ mod tests {
         let out = run(
             &paths(3),
             &quote!({ struct App }),
-            "app",
+            &Name::new("app"),
             &CratePath::default(),
         )
         .to_string();
@@ -230,7 +232,7 @@ mod tests {
         let out = run(
             &paths(CHUNK * 2 + 1),
             &quote!({ struct App }),
-            "app",
+            &Name::new("app"),
             &CratePath::default(),
         )
         .to_string();
@@ -240,7 +242,13 @@ mod tests {
 
     #[test]
     fn empty_lists_finish_directly() {
-        let out = run(&[], &quote!({ struct App }), "app", &CratePath::default()).to_string();
+        let out = run(
+            &[],
+            &quote!({ struct App }),
+            &Name::new("app"),
+            &CratePath::default(),
+        )
+        .to_string();
         assert_eq!(
             out,
             ":: agent_core :: __private_v0_1 :: compose_finish ! { { :: agent_core :: __private_v0_1 :: compose_finish } [] [] { struct App } }"

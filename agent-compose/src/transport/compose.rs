@@ -87,6 +87,9 @@ impl Parse for Input {
 /// Expands `compose! { crate = path; vis struct App { beans: [...] } }` (the `crate` line
 /// optional) into the first link of the chain.
 pub fn expand(input: TokenStream) -> TokenStream {
+    if let Err(e) = crate::nesting::check(&input, crate::nesting::Body::Scan) {
+        return e.to_compile_error();
+    }
     let Input { header, entries } = match syn::parse2::<Input>(input) {
         Ok(i) => i,
         // A coded error (a bad `crate = ...`) already says what to write.
@@ -102,7 +105,7 @@ pub fn expand(input: TokenStream) -> TokenStream {
         }
     };
     let entries: Vec<TokenStream> = entries.iter().map(|p| quote!(#p)).collect();
-    let unique = format!("app_{}", header.name);
+    let unique = crate::naming::Name::new("app_").user(&header.name);
     crate::transport::chain::run(&entries, &quote!({ #header }), &unique, &header.krate)
 }
 

@@ -107,8 +107,8 @@ impl Descriptor {
 
     /// The emitted fields, without the leading `path = { ... }` that the chain adds.
     pub fn fields(&self) -> TokenStream {
-        let tag = Ident::new(TAG, Span::call_site());
-        let kind = Ident::new(self.kind.as_str(), Span::call_site());
+        let tag = crate::naming::fixed(TAG);
+        let kind = crate::naming::fixed(self.kind.as_str());
         let fn_ident = &self.fn_ident;
         let mut out = quote!(#tag kind = #kind fn = #fn_ident);
         if self.name.value() != Self::default_name(fn_ident).value() {
@@ -138,7 +138,7 @@ impl Descriptor {
             out.extend(quote!(async));
         }
         if self.form != Form::Plain {
-            let form = Ident::new(self.form.as_str(), Span::call_site());
+            let form = crate::naming::fixed(self.form.as_str());
             out.extend(quote!(form = #form));
         }
         // An unknown signature (the attribute reported it) has no output and no key.
@@ -236,6 +236,8 @@ fn braced_tokens(input: ParseStream<'_>) -> syn::Result<TokenStream> {
 
 fn braced_type(input: ParseStream<'_>) -> syn::Result<(TokenStream, syn::Type)> {
     let tokens = braced_tokens(input)?;
+    // The attribute refused deeper types; a descriptor that has one was not written by it.
+    crate::nesting::check(&tokens, crate::nesting::Body::Scan)?;
     let ty = syn::parse2::<syn::Type>(tokens.clone())?;
     Ok((tokens, ty))
 }

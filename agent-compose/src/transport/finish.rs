@@ -52,6 +52,7 @@ impl syn::parse::Parse for Finish {
 /// their spans (see [`graph::resolve`]).
 pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
     let parsed = chain::read_finished(input).and_then(|finished| {
+        crate::nesting::check(&finished.header, crate::nesting::Body::Scan)?;
         let finish = Parser::parse2(
             |input: ParseStream<'_>| {
                 let finish: Finish = input.parse()?;
@@ -77,7 +78,8 @@ pub fn finish(input: TokenStream, current_crate: &str) -> TokenStream {
             };
         }
         Finish::Set(export, entries) => {
-            return match forward(descriptors, |path| set::member_path(path, &entries)) {
+            let members = set::MemberPaths::new(&entries);
+            return match forward(descriptors, |path| members.of(path)) {
                 Ok(descriptors) => chain::descriptor_macro(&export, &descriptors),
                 Err(e) => diag::syntax(e).to_compile_error(),
             };

@@ -11,9 +11,11 @@
 use crate::attr::expand;
 use crate::diag::{self, Code, Errors};
 use crate::location;
+use crate::naming::{self, Name};
 use crate::runtime::CratePath;
 use proc_macro2::TokenStream;
 use quote::quote;
+use std::collections::HashMap;
 use syn::parse::{Parse, ParseStream};
 use syn::punctuated::Punctuated;
 use syn::{Attribute, Ident, Path, Token, Visibility};
@@ -59,6 +61,9 @@ impl Parse for Sets {
 /// Expands `bean_set! { crate = path; vis name = [paths]; ... }` (the `crate` line
 /// optional).
 pub fn expand(input: TokenStream) -> TokenStream {
+    if let Err(e) = crate::nesting::check(&input, crate::nesting::Body::Scan) {
+        return e.to_compile_error();
+    }
     let sets = match syn::parse2::<Sets>(input) {
         Ok(s) => s,
         // A coded error (a bad `crate = ...`) already says what to write.
@@ -107,10 +112,11 @@ fn expand_one(set: SetDef, crate_path: &CratePath) -> TokenStream {
         quote!(#[doc(no_inline)] #inner_vis use #path;)
     });
     let krate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
-    let export = expand::export_name("set", &krate, &name.to_string(), &location::of(name.span()));
+    let export = expand::export_name("set", &krate, &name, &location::of(name.span()));
     let entries: Vec<TokenStream> = members.iter().map(|m| quote!(#m)).collect();
     let header = quote!({ @set #export [ #({ #entries })* ] });
-    let chain = crate::transport::chain::run(&entries, &header, &format!("set_{name}"), crate_path);
+    let unique = Name::new("set_").user(&name);
+    let chain = crate::transport::chain::run(&entries, &header, &unique, crate_path);
     quote! {
         #(#attrs)*
         #[allow(unused_imports, unreachable_pub)]
@@ -128,38 +134,66 @@ fn expand_one(set: SetDef, crate_path: &CratePath) -> TokenStream {
     }
 }
 
-/// The path of a member descriptor as seen from `compose!`: `$($me)*` (the path that reached
-/// the set) then the member's re-exported name, then whatever a nested set added below it.
-pub fn member_path(path: &TokenStream, entries: &[Path]) -> TokenStream {
-    let segments = |tokens: &TokenStream| -> Vec<String> {
-        tokens
+/// The entries of one set, indexed by their segments, for rewriting member descriptor paths
+/// in time linear in the number of descriptors.
+pub struct MemberPaths {
+    /// Each entry's segment names (without `r#`, so `r#type` and `type` are one name), to
+    /// the entry's last segment as written.
+    by_segments: HashMap<Vec<String>, Ident>,
+    /// The most segments any entry has.
+    longest: usize,
+}
+
+impl MemberPaths {
+    /// Indexes `entries`, the set's members as written.
+    pub fn new(entries: &[Path]) -> Self {
+        let mut by_segments = HashMap::with_capacity(entries.len());
+        let mut longest = 0;
+        for entry in entries {
+            let segments: Vec<String> = entry
+                .segments
+                .iter()
+                .map(|s| naming::unraw(&s.ident))
+                .collect();
+            let Some(last) = entry.segments.last() else {
+                continue;
+            };
+            longest = longest.max(segments.len());
+            // Two entries of one path name one member: either gives the same segments.
+            by_segments
+                .entry(segments)
+                .or_insert_with(|| last.ident.clone());
+        }
+        MemberPaths {
+            by_segments,
+            longest,
+        }
+    }
+
+    /// The path of a member descriptor as seen from `compose!`: `$($me)*` (the path that
+    /// reached the set) then the member's re-exported name, then whatever a nested set added
+    /// below it. Identifiers are the tokens as written, so a raw one stays raw.
+    pub fn of(&self, path: &TokenStream) -> TokenStream {
+        let written: Vec<Ident> = path
             .clone()
             .into_iter()
             .filter_map(|t| match t {
-                proc_macro2::TokenTree::Ident(i) => Some(i.to_string()),
+                proc_macro2::TokenTree::Ident(i) => Some(i),
                 _ => None,
             })
-            .collect()
-    };
-    let written = segments(path);
-    let entry = entries
-        .iter()
-        .map(|e| (e, segments(&quote!(#e))))
-        .filter(|(_, segs)| written.starts_with(segs))
-        .max_by_key(|(_, segs)| segs.len());
-    let (last, below) = match entry {
-        Some((e, segs)) => (
-            e.segments.last().map(|s| s.ident.to_string()),
-            written[segs.len()..].to_vec(),
-        ),
-        None => (written.last().cloned(), Vec::new()),
-    };
-    let names = last
-        .into_iter()
-        .chain(below)
-        .map(|s| proc_macro2::Ident::new(&s, proc_macro2::Span::call_site()));
-    let me = crate::transport::chain::me();
-    quote!(#me #(:: #names)*)
+            .collect();
+        let keys: Vec<String> = written.iter().map(naming::unraw).collect();
+        // The entry with the most segments that starts the written path.
+        let entry = (1..=self.longest.min(keys.len()))
+            .rev()
+            .find_map(|len| self.by_segments.get(&keys[..len]).map(|last| (last, len)));
+        let names: Vec<&Ident> = match entry {
+            Some((last, len)) => std::iter::once(last).chain(&written[len..]).collect(),
+            None => written.last().into_iter().collect(),
+        };
+        let me = crate::transport::chain::me();
+        quote!(#me #(:: #names)*)
+    }
 }
 
 /// Visibility of the re-exports inside the set module: wide enough for whoever can see the
@@ -224,10 +258,24 @@ mod tests {
             syn::parse_quote!(tools::write),
             syn::parse_quote!(inner),
         ];
-        let p = |tokens: TokenStream| member_path(&tokens, &entries).to_string().replace(' ', "");
+        let members = MemberPaths::new(&entries);
+        let p = |tokens: TokenStream| members.of(&tokens).to_string().replace(' ', "");
         assert_eq!(p(quote!(read)), "$($me)*::read");
         assert_eq!(p(quote!(tools::write)), "$($me)*::write");
         assert_eq!(p(quote!(inner::deep::x)), "$($me)*::inner::deep::x");
+    }
+
+    #[test]
+    fn raw_members_keep_their_raw_names() {
+        let entries: Vec<Path> = vec![syn::parse_quote!(r#type), syn::parse_quote!(m::r#match)];
+        let members = MemberPaths::new(&entries);
+        let p = |tokens: TokenStream| members.of(&tokens).to_string().replace(' ', "");
+        assert_eq!(p(quote!(r#type)), "$($me)*::r#type");
+        assert_eq!(p(quote!(m::r#match)), "$($me)*::r#match");
+        assert_eq!(
+            p(quote!(r#type::inner::r#fn)),
+            "$($me)*::r#type::inner::r#fn"
+        );
     }
 
     #[test]
