@@ -1,0 +1,2 @@
+//! Validator benchmarks (written below).
+fn main() {}
