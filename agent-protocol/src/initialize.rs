@@ -448,3 +448,18 @@ pub fn validate_initialize_response_for_request(
         capabilities: enabled.clone(),
     }))
 }
+
+/// Decodes an Initialize request from its raw bytes under the bootstrap
+/// bound, which is fixed before anything is negotiated (unknown fields count
+/// toward it), then validates it.
+pub fn decode_initialize_request(raw: &[u8]) -> Result<InitializeRequest, Violation> {
+    if raw.len() > INITIALIZE_BOOTSTRAP_MAXIMUM_BYTES {
+        return Err(Violation::invalid(
+            "initialize request exceeds the 1 MiB bootstrap bound",
+        ));
+    }
+    let request = InitializeRequest::decode(raw)
+        .map_err(|_| Violation::invalid("initialize request bytes are malformed"))?;
+    validate_initialize_request(&request)?;
+    Ok(request)
+}
