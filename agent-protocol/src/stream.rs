@@ -12,8 +12,9 @@ use crate::limits::{MAX_ID_BYTES, MAX_INTERACTION_PAYLOAD_BYTES, MAX_JSON_BYTES}
 use crate::pb::common::v1::{ErrorCode, ReplayBounds, Status, status::Detail};
 use crate::pb::engine::v1::{
     EventKind, InteractionDelta, InteractionDeltaKind, InteractionSnapshot,
-    InteractionStreamControl, PendingInteraction, RunEvent, StreamControl,
-    StreamInteractionsResponse, stream_interactions_response::Payload,
+    InteractionStreamControl, PendingInteraction, RunEvent, StreamControl, StreamEventsResponse,
+    StreamInteractionsResponse, stream_events_response::Payload as EventPayload,
+    stream_interactions_response::Payload,
 };
 use crate::requests::fits;
 use crate::status::{Violation, is_ok, validate_status};
@@ -82,15 +83,26 @@ pub fn validate_event_batch(
     events: &[RunEvent],
     negotiated: &Negotiated,
 ) -> Result<(), Violation> {
+    validate_events(after, events.iter(), negotiated)
+}
+
+fn validate_events<'a>(
+    after: u64,
+    events: impl Iterator<Item = &'a RunEvent>,
+    negotiated: &Negotiated,
+) -> Result<(), Violation> {
     let limits = &negotiated.limits;
-    if events.len() as u64 > u64::from(limits.max_replay_events) {
-        return Err(Violation::invalid("event page exceeds max_replay_events"));
-    }
     let mut expected = after;
     let mut bytes: u64 = 0;
+    let mut count: u64 = 0;
+    let mut run_id: Option<&str> = None;
     for e in events {
+        count += 1;
+        if count > u64::from(limits.max_replay_events) {
+            return Err(Violation::invalid("event page exceeds max_replay_events"));
+        }
         validate_run_event(e)?;
-        if e.run_id != events[0].run_id {
+        if *run_id.get_or_insert(&e.run_id) != e.run_id {
             return Err(Violation::invalid("event page mixes run ids"));
         }
         expected = expected
@@ -107,6 +119,36 @@ pub fn validate_event_batch(
         }
     }
     Ok(())
+}
+
+/// A replay page as it travels: event frames, then exactly one closing
+/// control. The events form a valid batch after `after`; the control is
+/// valid. Returns the control.
+pub fn validate_event_page<'a>(
+    after: u64,
+    frames: &'a [StreamEventsResponse],
+    negotiated: &Negotiated,
+) -> Result<&'a StreamControl, Violation> {
+    let Some((last, events)) = frames.split_last() else {
+        return Err(Violation::invalid("an event page ends with a control"));
+    };
+    let Some(EventPayload::Control(control)) = &last.payload else {
+        return Err(Violation::invalid("an event page ends with a control"));
+    };
+    let events = events.iter().map(|f| match &f.payload {
+        Some(EventPayload::Event(e)) => Ok(e),
+        _ => Err(Violation::invalid(
+            "only events precede the closing control",
+        )),
+    });
+    let mut failed = None;
+    let events = events.map_while(|e| e.map_err(|v| failed = Some(v)).ok());
+    validate_events(after, events, negotiated)?;
+    if let Some(v) = failed {
+        return Err(v);
+    }
+    validate_stream_control(control)?;
+    Ok(control)
 }
 
 /// A retained window `[earliest, latest]`: valid (`earliest > 0`,

@@ -23,10 +23,12 @@ fn declared_dependencies(manifest: &str) -> Vec<String> {
         }
         if let Some((key, value)) = line.split_once('=') {
             names.push(key.trim().trim_matches('"').to_owned());
-            if let Some(rest) = value.split("package").nth(1) {
-                if let Some(pkg) = rest.split('"').nth(1) {
-                    names.push(pkg.to_owned());
-                }
+            if let Some(pkg) = value
+                .split("package")
+                .nth(1)
+                .and_then(|rest| rest.split('"').nth(1))
+            {
+                names.push(pkg.to_owned());
             }
         }
     }

@@ -414,3 +414,29 @@ fn stream_interaction_unknown_fields_remain_additive() {
     // Minor 1 has no interaction streams.
     assert!(validate_stream_interactions_request(&r.encode_to_vec(), &negotiated(1)).is_err());
 }
+
+#[test]
+fn an_event_page_is_events_then_one_control() {
+    use agent_protocol::pb::engine::v1::{
+        StreamEventsResponse, stream_events_response::Payload as P,
+    };
+    let n = negotiated(2);
+    let ev = |s| StreamEventsResponse {
+        payload: Some(P::Event(event(s, EventKind::ModelDelta))),
+    };
+    let ctl = StreamEventsResponse {
+        payload: Some(P::Control(control(1, 3, 3, Some(3), false, true))),
+    };
+    assert!(validate_event_page(1, &[ev(2), ev(3), ctl.clone()], &n).is_ok());
+    assert!(validate_event_page(3, std::slice::from_ref(&ctl), &n).is_ok());
+    assert!(
+        validate_event_page(1, &[ev(2), ev(3)], &n).is_err(),
+        "no control"
+    );
+    assert!(
+        validate_event_page(1, &[ev(2), ctl.clone(), ev(3), ctl.clone()], &n).is_err(),
+        "control mid-page"
+    );
+    assert!(validate_event_page(1, &[ev(3), ctl], &n).is_err(), "gap");
+    assert!(validate_event_page(1, &[], &n).is_err());
+}
