@@ -1,6 +1,7 @@
 //! Wire compatibility: the compiled descriptor set matches every row of the
 //! original's wire table, and a few messages encode to hand-computed bytes.
 
+#[rustfmt::skip]
 #[path = "wire_table/table.rs"]
 mod table;
 
