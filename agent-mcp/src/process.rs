@@ -288,37 +288,47 @@ async fn forward_stderr(
 ) {
     let mut reader = BufReader::new(stderr);
     let mut line = Vec::new();
-    loop {
-        line.clear();
-        // Bounded: at most STDERR_LINE_BYTES + 1 bytes are buffered for one line.
-        let mut limited = (&mut reader).take(STDERR_LINE_BYTES as u64 + 1);
-        match limited.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let complete = line.ends_with(b"\n");
-        if complete {
-            line.pop();
-        }
-        let cut = line.len() > STDERR_LINE_BYTES;
-        line.truncate(STDERR_LINE_BYTES);
+    while let Some(cut) = next_stderr_line(&mut reader, &mut line).await {
         let text = String::from_utf8_lossy(&line);
         tail.push(&line);
         if cut {
             tracing::info!(target: "agent_mcp::server", server = %server, "{text} [line cut at {STDERR_LINE_BYTES} bytes]");
-            // Skip the rest of the over-long line.
-            let mut rest = Vec::new();
-            loop {
-                rest.clear();
-                let mut limited = (&mut reader).take(STDERR_LINE_BYTES as u64);
-                match limited.read_until(b'\n', &mut rest).await {
-                    Ok(0) | Err(_) => return,
-                    Ok(_) if rest.ends_with(b"\n") => break,
-                    Ok(_) => {}
-                }
-            }
         } else {
             tracing::info!(target: "agent_mcp::server", server = %server, "{text}");
+        }
+    }
+}
+
+/// Reads the next stderr line into `line` (without its newline), keeping at most
+/// [`STDERR_LINE_BYTES`] and skipping the rest of a longer one: `Some(true)` when the line
+/// was cut, `None` at the end of the stream. At most `STDERR_LINE_BYTES + 1` bytes are
+/// buffered, however long the line.
+async fn next_stderr_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> Option<bool> {
+    line.clear();
+    let mut limited = (&mut *reader).take(STDERR_LINE_BYTES as u64 + 1);
+    match limited.read_until(b'\n', line).await {
+        Ok(0) | Err(_) => return None,
+        Ok(_) => {}
+    }
+    if line.ends_with(b"\n") {
+        line.pop();
+    }
+    if line.len() <= STDERR_LINE_BYTES {
+        return Some(false);
+    }
+    line.truncate(STDERR_LINE_BYTES);
+    // Skip the rest of the over-long line, a bounded chunk at a time.
+    let mut rest = Vec::new();
+    loop {
+        rest.clear();
+        let mut limited = (&mut *reader).take(STDERR_LINE_BYTES as u64);
+        match limited.read_until(b'\n', &mut rest).await {
+            Ok(0) | Err(_) => return Some(true),
+            Ok(_) if rest.ends_with(b"\n") => return Some(true),
+            Ok(_) => {}
         }
     }
 }
@@ -445,6 +455,35 @@ impl std::fmt::Debug for ProcessGroup {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    async fn stderr_lines(input: Vec<u8>) -> Vec<(usize, bool)> {
+        let mut reader = BufReader::new(&input[..]);
+        let mut line = Vec::new();
+        let mut lines = Vec::new();
+        while let Some(cut) = next_stderr_line(&mut reader, &mut line).await {
+            assert!(line.iter().all(|&b| b == b'x'), "only the line's own bytes");
+            lines.push((line.len(), cut));
+        }
+        lines
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_kept_at_the_bound_and_cut_past_it() {
+        let line = |n: usize| {
+            let mut bytes = vec![b'x'; n];
+            bytes.push(b'\n');
+            bytes
+        };
+        let at = STDERR_LINE_BYTES;
+        let input = [line(at), line(at + 1), line(3 * at + 7), line(0), line(5)].concat();
+        assert_eq!(
+            stderr_lines(input).await,
+            [(at, false), (at, true), (at, true), (0, false), (5, false)]
+        );
+        // A last line without a newline, at and past the bound.
+        assert_eq!(stderr_lines(vec![b'x'; at]).await, [(at, false)]);
+        assert_eq!(stderr_lines(vec![b'x'; at + 1]).await, [(at, true)]);
+    }
 
     #[test]
     fn the_stderr_tail_keeps_the_newest_bytes() {
