@@ -13,7 +13,9 @@ use agent_core::agent::{Run, RunError, RunStatus, SnapshotStatus};
 use agent_core::event::{Event, EventKind, FailureCode, ToolOutcome};
 use agent_core::message::{Part, Role};
 use agent_core::model::{ModelProblem, ProviderError, StreamError, StreamEvent};
-use agent_core::stage::{PlanError, PlanId, ToolDispatcher, ToolPlanLease, ToolPlanSource};
+use agent_core::stage::{
+    PlanError, PlanId, ToolDispatchDecorator, ToolDispatcher, ToolPlanLease, ToolPlanSource,
+};
 use agent_core::tool::{
     BoxFuture, Call, Definition, ExecutionError, Tool, ToolContext, ToolResult,
 };
@@ -287,11 +289,14 @@ enum PanicAt {
     ObserverPoll(EventKind),
     BrokerCall,
     BrokerPoll,
+    DecoratorCall,
+    DecoratorPoll,
 }
 
-/// Each row: where the panic happens and the code the run must fail with. Tool and guard
-/// panics are contract violations of the dispatch (`tool_failed`); a broker panic reaches
-/// the guard as an unavailable interaction, which the guard turns into a failed dispatch.
+/// Each row: where the panic happens and the code the run must fail with. Tool, guard and
+/// decorator panics are contract violations of the dispatch (`tool_failed`); a broker panic
+/// reaches the guard as an unavailable interaction, which the guard turns into a failed
+/// dispatch.
 const PANIC_ROWS: &[(&str, PanicAt, FailureCode)] = &[
     (
         "provider.stream call",
@@ -343,6 +348,16 @@ const PANIC_ROWS: &[(&str, PanicAt, FailureCode)] = &[
     ),
     ("broker call", PanicAt::BrokerCall, FailureCode::ToolFailed),
     ("broker poll", PanicAt::BrokerPoll, FailureCode::ToolFailed),
+    (
+        "decorator dispatch call",
+        PanicAt::DecoratorCall,
+        FailureCode::ToolFailed,
+    ),
+    (
+        "decorator future poll",
+        PanicAt::DecoratorPoll,
+        FailureCode::ToolFailed,
+    ),
 ];
 
 /// Nothing the run exposes mentions the panic: no event, no error text, no snapshot.
@@ -402,9 +417,15 @@ async fn panics_anywhere_fail_the_run_without_leaking_their_text() {
             }
             _ => {}
         }
+        let decorators: Vec<Arc<dyn ToolDispatchDecorator>> = match at {
+            PanicAt::DecoratorCall => vec![Arc::new(FaultDecorator(DecoratorAct::PanicOnCall))],
+            PanicAt::DecoratorPoll => vec![Arc::new(FaultDecorator(DecoratorAct::PanicOnPoll))],
+            _ => Vec::new(),
+        };
         let provider = FaultProvider::new(scripts, None);
         let tools = vec![ScriptTool::read(act).arc()];
-        let engine = Setup::new(provider, plans(tools, vec![Arc::new(AskGuard(guard))]))
+        let plans = plans_decorated(tools, vec![Arc::new(AskGuard(guard))], decorators);
+        let engine = Setup::new(provider, plans)
             .broker(Arc::new(TestBroker {
                 act: broker,
                 signal: None,
@@ -430,7 +451,12 @@ async fn panics_anywhere_fail_the_run_without_leaking_their_text() {
                     "{name}: model.failed says panicked"
                 );
             }
-            PanicAt::ToolCall | PanicAt::ToolPoll | PanicAt::GuardCall | PanicAt::GuardPoll => {
+            PanicAt::ToolCall
+            | PanicAt::ToolPoll
+            | PanicAt::GuardCall
+            | PanicAt::GuardPoll
+            | PanicAt::DecoratorCall
+            | PanicAt::DecoratorPoll => {
                 assert!(
                     all.iter().any(|e| matches!(
                         e,
@@ -973,5 +999,36 @@ async fn counting_tool_runs_once_per_call() {
     assert_eq!((output.answer.as_str(), output.turns), ("done", 2));
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
+    drained(&engine).await;
+}
+
+/// A decorator that hands the guards a forged scope fails the call as a contract violation
+/// (`tool_failed`) before any guard or tool code runs.
+#[tokio::test]
+async fn a_forged_dispatch_scope_fails_the_call_before_guards_or_tools() {
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let tool = ScriptTool::read(Act::Succeed);
+    let runs = tool.counter();
+    let guard = Arc::new(AskGuard(GuardAct::Ask));
+    let decorators: Vec<Arc<dyn ToolDispatchDecorator>> =
+        vec![Arc::new(FaultDecorator(DecoratorAct::ForgeScope))];
+    let plans = plans_decorated(vec![tool.arc()], vec![guard], decorators);
+    let engine = Setup::new(provider, plans)
+        .broker(Arc::new(TestBroker {
+            act: BrokerAct::Approve,
+            signal: None,
+        }))
+        .build();
+    let run = engine.start(&agent(3), input()).await.expect("started");
+    let error = within("the run", run.wait()).await.expect_err("fails");
+    assert_eq!(error.code(), FailureCode::ToolFailed, "{error}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool never ran");
+    let all = events(&run);
+    assert!(
+        !all.iter()
+            .any(|e| matches!(e, Event::InteractionStarted { .. })),
+        "the guard never ran"
+    );
+    assert_eq!(assert_log(&run, 1), EventKind::RunFailed);
     drained(&engine).await;
 }

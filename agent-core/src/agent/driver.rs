@@ -19,7 +19,7 @@ use crate::model::{
 use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
 use crate::stage::ToolPlanLease;
-use crate::stage::{DispatchError, DispatchRequest, DispatchScope};
+use crate::stage::{ContractViolation, DispatchError, DispatchRequest, DispatchScope};
 use crate::text::format_arc;
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
 use std::collections::BTreeSet;
@@ -729,8 +729,18 @@ async fn run_call(
             Err(RunError::with(code, error))
         }
         Err(()) => {
-            emit_tool_failed(shared, call_id, name, FailureCode::Panicked, None).await;
-            Err(RunError::new(FailureCode::Panicked))
+            // A panic inside the dispatch (a layer the plan wraps that no pipeline contained)
+            // is a contract violation of the call, like a tool's or guard's panic.
+            let code = if shared.cancel.is_cancelled() {
+                FailureCode::Cancelled
+            } else {
+                FailureCode::ToolFailed
+            };
+            emit_tool_failed(shared, call_id, name, code, None).await;
+            Err(RunError::with(
+                code,
+                DispatchError::Contract(ContractViolation::LayerPanicked),
+            ))
         }
     }
 }

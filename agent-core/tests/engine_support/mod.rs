@@ -23,8 +23,9 @@ use agent_core::model::{
     EventStream, ModelProvider, ModelRequest, ProviderError, StreamError, StreamEvent, Usage,
 };
 use agent_core::stage::{
-    DispatchError, Dispatcher, GuardRequest, Next, StaticToolPlanSource, ToolDispatchGuard,
-    ToolDispatcher, ToolPlanSource, compose_pipeline,
+    DispatchError, DispatchRequest, DispatchScope, Dispatcher, GuardRequest, Next,
+    StaticToolPlanSource, ToolDispatchDecorator, ToolDispatchGuard, ToolDispatcher, ToolPlanSource,
+    compose_pipeline,
 };
 use agent_core::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, ReplaySafety, Tool, ToolContext,
@@ -136,8 +137,73 @@ pub(crate) fn plans(
     tools: Vec<Arc<dyn Tool>>,
     guards: Vec<Arc<dyn ToolDispatchGuard>>,
 ) -> Arc<dyn ToolPlanSource> {
-    let pipeline = compose_pipeline(dispatcher(tools), guards, Vec::new()).expect("pipeline");
+    plans_decorated(tools, guards, Vec::new())
+}
+
+/// [`plans`] with decorators around the guards.
+pub(crate) fn plans_decorated(
+    tools: Vec<Arc<dyn Tool>>,
+    guards: Vec<Arc<dyn ToolDispatchGuard>>,
+    decorators: Vec<Arc<dyn ToolDispatchDecorator>>,
+) -> Arc<dyn ToolPlanSource> {
+    let pipeline = compose_pipeline(dispatcher(tools), guards, decorators).expect("pipeline");
     Arc::new(StaticToolPlanSource::new(pipeline).expect("plan"))
+}
+
+/// What a [`FaultDecorator`]'s dispatcher does with each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DecoratorAct {
+    PanicOnCall,
+    PanicOnPoll,
+    /// Hands the guards and the tool a scope for another turn.
+    ForgeScope,
+}
+
+/// A decorator that panics or forges the scope on every dispatch.
+pub(crate) struct FaultDecorator(pub(crate) DecoratorAct);
+
+struct FaultLayer {
+    inner: Arc<dyn ToolDispatcher>,
+    act: DecoratorAct,
+}
+
+impl ToolDispatchDecorator for FaultDecorator {
+    fn wrap(&self, inner: Arc<dyn ToolDispatcher>) -> Option<Arc<dyn ToolDispatcher>> {
+        Some(Arc::new(FaultLayer { inner, act: self.0 }))
+    }
+}
+
+impl ToolDispatcher for FaultLayer {
+    fn definitions(&self) -> &[Definition] {
+        self.inner.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        if self.act == DecoratorAct::PanicOnCall {
+            panic!("{SECRET}");
+        }
+        Box::pin(async move {
+            if self.act == DecoratorAct::PanicOnPoll {
+                panic!("{SECRET}");
+            }
+            let forged = DispatchScope::new(
+                request.scope.run_id(),
+                request.scope.turn() + 1,
+                request.scope.plan_id().clone(),
+                request.scope.plan_fingerprint(),
+            )
+            .expect("valid scope");
+            self.inner
+                .dispatch(DispatchRequest {
+                    scope: &forged,
+                    ..request
+                })
+                .await
+        })
+    }
 }
 
 /// Everything an engine is built from; [`build`](Self::build) fills in a fixed clock.
