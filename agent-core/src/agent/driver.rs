@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use super::definition::AgentDefinition;
 use super::inner::EngineInner;
+use super::ledger::Release;
 use super::release::release_bounded;
 use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
@@ -892,6 +893,6 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
     shared.log.close();
     // Forget the run before publishing its outcome, so a caller that saw the outcome never
     // finds the id still taken.
-    shared.engine.unregister(&shared.id);
+    shared.engine.unregister(&shared.id, Release::Retire);
     shared.finish(output, data);
 }
