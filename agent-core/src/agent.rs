@@ -76,7 +76,7 @@ pub use engine::{Engine, EngineBuilder, PausedRun, PreparedRun, StartError};
 pub use ids::{AtomicIdSource, IdSource};
 pub use ledger::{MAX_RECORDED_RUN_IDS, RetireError};
 pub use options::{EngineError, EngineOptions};
-pub use run::{Run, RunError, RunOutput, RunStatus, SuspendError};
+pub use run::{LocalResume, Run, RunError, RunOutput, RunStatus, SuspendError};
 pub use snapshot::{
     CallState, MAX_SNAPSHOT_BYTES, SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus,
     UnfinishedCall,

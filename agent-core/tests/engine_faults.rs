@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agent_core::agent::{Run, RunError, RunStatus, SnapshotStatus};
+use agent_core::agent::{Engine, Run, RunError, RunStatus, SnapshotStatus, StartError};
 use agent_core::event::{Event, EventKind, FailureCode, ToolOutcome};
 use agent_core::message::{Part, Role};
 use agent_core::model::{ModelProblem, ProviderError, StreamError, StreamEvent};
@@ -1031,4 +1031,230 @@ async fn a_forged_dispatch_scope_fails_the_call_before_guards_or_tools() {
     );
     assert_eq!(assert_log(&run, 1), EventKind::RunFailed);
     drained(&engine).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Prepared activation and run identity
+// ---------------------------------------------------------------------------------------
+
+/// A host's prepared run, committed paused under `root`, on an engine with one observer.
+async fn paused_run(
+    root: &CancellationToken,
+) -> (
+    Engine,
+    Arc<FaultProvider>,
+    Journal,
+    agent_core::agent::PausedRun,
+) {
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let journal = journal();
+    let engine = Setup::new(
+        provider.clone(),
+        plans(vec![ScriptTool::read(Act::Succeed).arc()], Vec::new()),
+    )
+    .observer(Arc::new(TestObserver::new(journal.clone())))
+    .build();
+    let prepared = engine.prepare(&agent(3), input()).await.expect("prepared");
+    let paused = prepared.commit_paused(root).expect("committed paused");
+    (engine, provider, journal, paused)
+}
+
+#[tokio::test]
+async fn a_paused_run_is_registered_but_inert_until_activated() {
+    let root = CancellationToken::new();
+    let (engine, provider, journal, paused) = paused_run(&root).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(engine.live_runs(), 1);
+    let listed: Vec<String> = engine
+        .live_run_ids()
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(listed, [paused.run_id().to_owned()]);
+    assert!(entries(&journal).is_empty(), "nothing was published");
+    assert!(provider.requests().is_empty(), "the provider was not asked");
+
+    let run = paused.activate();
+    within("the run", run.wait()).await.expect("completes");
+    assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
+    assert_eq!(provider.requests().len(), 2);
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn a_paused_run_latches_root_cancellation_until_activated() {
+    let root = CancellationToken::new();
+    let (engine, provider, journal, paused) = paused_run(&root).await;
+    root.cancel();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(paused.is_cancelled(), "latched");
+    assert!(entries(&journal).is_empty());
+    let run = paused.activate();
+    let error = within("the run", run.wait()).await.expect_err("cancelled");
+    assert!(error.is_cancelled());
+    assert_eq!(
+        kinds(&run),
+        [EventKind::RunStarted, EventKind::RunCancelled]
+    );
+    assert!(provider.requests().is_empty(), "no model call");
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn aborting_a_paused_run_releases_everything_once_and_publishes_nothing() {
+    let releases = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = releases.clone();
+    let source = Arc::new(CountingSource {
+        dispatcher: dispatcher(vec![ScriptTool::read(Act::Succeed).arc()]),
+        releases: counted,
+    });
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let journal = journal();
+    let engine = Setup::new(provider.clone(), source)
+        .observer(Arc::new(TestObserver::new(journal.clone())))
+        .build();
+    let root = CancellationToken::new();
+    let paused = engine
+        .prepare(&agent(3), input())
+        .await
+        .expect("prepared")
+        .commit_paused(&root)
+        .expect("paused");
+    let id = agent_core::RunId::new(paused.run_id()).unwrap();
+    paused.abort().await.expect("released");
+    assert_eq!(releases.load(Ordering::SeqCst), 1, "released exactly once");
+    assert_eq!(engine.live_runs(), 0);
+    assert!(engine.is_retired(&id), "the id is retired");
+    assert!(entries(&journal).is_empty(), "nothing was ever published");
+    assert!(provider.requests().is_empty());
+    // Dropping a paused run aborts it the same way.
+    let paused = engine
+        .prepare(&agent(3), input())
+        .await
+        .expect("prepared")
+        .commit_paused(&root)
+        .expect("paused");
+    drop(paused);
+    within("the release", async {
+        while releases.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(engine.live_runs(), 0);
+    assert!(entries(&journal).is_empty());
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn engine_shutdown_waits_for_a_paused_run_decision() {
+    for activate in [true, false] {
+        let root = CancellationToken::new();
+        let (engine, provider, _journal, paused) = paused_run(&root).await;
+        let mut shutdown = Box::pin(engine.shutdown());
+        for _ in 0..10 {
+            let pending = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(shutdown.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(pending, "shutdown waits for the decision");
+            tokio::task::yield_now().await;
+        }
+        assert!(paused.is_cancelled(), "shutdown's cancellation is latched");
+        if activate {
+            let run = paused.activate();
+            let error = within("the run", run.wait()).await.expect_err("cancelled");
+            assert!(error.is_cancelled());
+            assert_eq!(
+                kinds(&run),
+                [EventKind::RunStarted, EventKind::RunCancelled]
+            );
+        } else {
+            paused.abort().await.expect("aborted");
+        }
+        within("the shutdown", shutdown).await;
+        assert!(provider.requests().is_empty());
+    }
+}
+
+/// Hands out the same run id every time.
+struct SameId;
+
+impl agent_core::agent::IdSource for SameId {
+    fn next_id(&self, _prefix: &str) -> Arc<str> {
+        Arc::from("fixed-id")
+    }
+}
+
+#[tokio::test]
+async fn run_ids_are_never_reused_within_an_engine() {
+    let provider = FaultProvider::new(vec![Script::answer("a"), Script::answer("b")], None);
+    let engine = Setup::new(provider, plans(Vec::new(), Vec::new()))
+        .build_with(|builder| builder.ids(Arc::new(SameId)));
+    let first = engine.start(&agent(1), input()).await.expect("started");
+    within("the first run", first.wait())
+        .await
+        .expect("completes");
+    assert_eq!(
+        engine
+            .prepare(&agent(1), input())
+            .await
+            .expect_err("reused"),
+        StartError::RetiredRun("fixed-id".into())
+    );
+    // An aborted preparation retires its id as well.
+    let other = Setup::new(
+        FaultProvider::new(vec![Script::answer("c")], None),
+        plans(Vec::new(), Vec::new()),
+    )
+    .build_with(|builder| builder.ids(Arc::new(SameId)));
+    other
+        .prepare(&agent(1), input())
+        .await
+        .expect("prepared")
+        .abort()
+        .await
+        .expect("aborted");
+    assert_eq!(
+        other.prepare(&agent(1), input()).await.expect_err("reused"),
+        StartError::RetiredRun("fixed-id".into())
+    );
+    drained(&engine).await;
+}
+
+/// Leases one static plan, counting releases.
+struct CountingSource {
+    dispatcher: Arc<dyn ToolDispatcher>,
+    releases: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ToolPlanSource for CountingSource {
+    fn lease_current<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+    ) -> agent_core::tool::BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        let releases = self.releases.clone();
+        let lease = ToolPlanLease::new(
+            PlanId::new("counting:1").unwrap(),
+            self.dispatcher.clone(),
+            move || async move {
+                releases.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            },
+        );
+        Box::pin(async move { Ok(lease) })
+    }
+
+    fn lease_generation<'a>(
+        &'a self,
+        id: &'a PlanId,
+        cancel: &'a CancellationToken,
+    ) -> agent_core::tool::BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        let _ = id;
+        self.lease_current(cancel)
+    }
 }

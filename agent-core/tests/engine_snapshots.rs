@@ -970,3 +970,152 @@ async fn an_open_interaction_refuses_suspension_and_the_run_goes_on() {
     assert!(snapshot.interaction_ids().contains("ask-1"));
     drained(&engine).await;
 }
+
+// ---------------------------------------------------------------------------------------
+// Local resume reservation
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_reserved_local_resume_is_inert_and_abort_restores_the_exact_snapshot() {
+    let engine = read_engine();
+    let (run, snapshot) = suspended(&engine).await;
+    let before = snapshot.to_json();
+    let events_before = envelopes(&run).len();
+
+    let reservation = run.prepare_local_resume().expect("reserves the boundary");
+    assert_eq!(reservation.run_id(), run.id());
+    assert_eq!(reservation.next_sequence(), snapshot.last_sequence() + 1);
+    assert_eq!(
+        run.prepare_local_resume().expect_err("one reservation"),
+        SuspendError::ResumeReserved
+    );
+    assert_eq!(run.resume(), Err(SuspendError::ResumeReserved));
+    assert_eq!(run.snapshot(), Err(SnapshotError::ResumeReserved));
+    tokio::task::yield_now().await;
+    assert_eq!(run.status(), RunStatus::Suspended);
+    assert_eq!(envelopes(&run).len(), events_before, "nothing happened");
+
+    reservation.abort();
+    assert_eq!(run.status(), RunStatus::Suspended);
+    assert_eq!(run.snapshot().expect("exportable again").to_json(), before);
+
+    // Dropping a reservation aborts it the same way.
+    drop(run.prepare_local_resume().expect("reserves again"));
+    assert_eq!(run.snapshot().expect("exportable").to_json(), before);
+
+    run.prepare_local_resume().expect("reserves").commit();
+    within("the run", run.wait()).await.expect("completes");
+    assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn a_cancellation_during_a_reserved_resume_is_latched_and_skips_post_boundary_work() {
+    for commit in [true, false] {
+        let name = if commit { "commit" } else { "abort" };
+        let engine = read_engine();
+        let (run, snapshot) = suspended(&engine).await;
+        let events_before = envelopes(&run).len();
+        let reservation = run.prepare_local_resume().expect("reserves");
+        run.cancel();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(run.status(), RunStatus::Suspended, "{name}: latched");
+        assert_eq!(envelopes(&run).len(), events_before, "{name}");
+        if commit {
+            reservation.commit();
+        } else {
+            reservation.abort();
+        }
+        let error = within(name, run.wait()).await.expect_err("cancelled");
+        assert!(error.is_cancelled(), "{name}");
+        let log = envelopes(&run);
+        let after: Vec<EventKind> = log[events_before..].iter().map(|e| e.kind()).collect();
+        assert_eq!(
+            after,
+            [EventKind::RunCancelled],
+            "{name}: no post-boundary work"
+        );
+        assert_eq!(check_log(&log, 1), Ok(EventKind::RunCancelled), "{name}");
+        let terminal = terminal_snapshot(&run);
+        assert_eq!(
+            terminal.completed_turns(),
+            snapshot.completed_turns(),
+            "{name}"
+        );
+        drained(&engine).await;
+    }
+}
+
+#[tokio::test]
+async fn engine_shutdown_waits_for_a_reserved_resume_decision() {
+    let engine = read_engine();
+    let (run, _) = suspended(&engine).await;
+    let reservation = run.prepare_local_resume().expect("reserves");
+    let mut shutdown = Box::pin(engine.shutdown());
+    for _ in 0..10 {
+        assert!(still_pending(&mut shutdown).await, "shutdown waits");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(run.status(), RunStatus::Suspended);
+    reservation.commit();
+    within("the shutdown", shutdown).await;
+    assert_eq!(run.status(), RunStatus::Cancelled);
+    let after: Vec<EventKind> = kinds(&run).into_iter().rev().take(2).collect();
+    assert_eq!(after, [EventKind::RunCancelled, EventKind::TurnCompleted]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Run identity across imports
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_import_is_refused_once_its_id_was_used_here() {
+    let engine1 = read_engine();
+    let (original, snapshot) = suspended(&engine1).await;
+    let id = agent_core::RunId::new(snapshot.run_id()).unwrap();
+
+    // An aborted import leaves the id unused: the engine never ran it.
+    let engine2 = read_engine();
+    let prepared = engine2
+        .prepare_resume(snapshot.clone())
+        .await
+        .expect("prepares");
+    prepared.abort().await.expect("aborts");
+    assert!(!engine2.is_retired(&id));
+    let resumed = engine2.resume(snapshot.clone()).await.expect("resumes");
+    within("the resumed run", resumed.wait())
+        .await
+        .expect("completes");
+    assert!(engine2.is_retired(&id), "an ended run's id is retired");
+    assert_eq!(
+        engine2.resume(snapshot.clone()).await.expect_err("used"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    // An engine whose own counter issued the id refuses it too.
+    let engine3 = read_engine();
+    let own = engine3.start(&agent(5), input()).await.expect("started");
+    assert_eq!(own.id(), id.as_str());
+    within("its own run", own.wait()).await.expect("completes");
+    assert_eq!(
+        engine3.resume(snapshot.clone()).await.expect_err("used"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    // A host may retire an id it never ran here.
+    let engine4 = read_engine();
+    engine4.retire(&id).expect("retires");
+    assert_eq!(
+        engine4.resume(snapshot).await.expect_err("retired"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    original.cancel();
+    let _ = within("the original", original.wait()).await;
+    assert_eq!(engine1.retire(&id), Ok(()), "ended, so already retired");
+    for engine in [&engine1, &engine2, &engine3, &engine4] {
+        drained(engine).await;
+    }
+}

@@ -355,7 +355,9 @@ async fn boundary(
             if let Some(data) = data {
                 state.history = data.history;
             }
-            if !resumed {
+            // A cancellation latched behind a local resume applies here, before any
+            // post-boundary work.
+            if !resumed || shared.cancel.is_cancelled() {
                 return Err(RunError::new(FailureCode::Cancelled));
             }
         }

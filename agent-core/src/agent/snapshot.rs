@@ -107,6 +107,9 @@ pub enum SnapshotError {
     /// A snapshot cannot be taken while interactions are open.
     #[error("a snapshot cannot be taken while {0} interaction(s) are open")]
     InteractionsActive(u32),
+    /// A local resume holds the suspended boundary; its commit or abort decides.
+    #[error("a snapshot cannot be taken while a local resume is reserved")]
+    ResumeReserved,
 }
 
 /// A run's state at a turn boundary or after it ended: everything needed to resume it, and

@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use agent_core::agent::{AgentDefinition, AtomicIdSource, Engine, EngineOptions, Run, Snapshot};
+use agent_core::agent::{
+    AgentDefinition, AtomicIdSource, Engine, EngineBuilder, EngineOptions, Run, Snapshot,
+};
 use agent_core::event::{
     Envelope, Event, EventKind, FixedClock, Observer, ObserverError, ReplayRequest, Timestamp,
 };
@@ -242,6 +244,11 @@ impl Setup {
     }
 
     pub(crate) fn build(self) -> Engine {
+        self.build_with(|builder| builder)
+    }
+
+    /// [`build`](Self::build), letting `adjust` change the builder last.
+    pub(crate) fn build_with(self, adjust: impl FnOnce(EngineBuilder) -> EngineBuilder) -> Engine {
         let mut builder = Engine::builder(self.provider, self.plans)
             .ids(Arc::new(AtomicIdSource::new()))
             .clock(Arc::new(FixedClock::new(Timestamp::from_unix_nanos(
@@ -254,7 +261,7 @@ impl Setup {
         for observer in self.observers {
             builder = builder.observer(observer);
         }
-        builder.build().expect("engine")
+        adjust(builder).build().expect("engine")
     }
 }
 
