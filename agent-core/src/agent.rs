@@ -63,6 +63,7 @@
 mod definition;
 mod driver;
 mod engine;
+mod identity;
 mod ids;
 mod inner;
 mod ledger;
@@ -72,7 +73,10 @@ mod run;
 mod snapshot;
 
 pub use definition::{AgentDefinition, AgentDefinitionError, MAX_AGENT_NAME_BYTES, MAX_TURNS};
-pub use engine::{Engine, EngineBuilder, PausedRun, PreparedRun, StartError};
+pub use engine::{Engine, EngineBuilder, Incompatibility, PausedRun, PreparedRun, StartError};
+pub use identity::{
+    EngineIdentity, IdentityError, MAX_COMPILED_IDENTITIES, MAX_IDENTITY_BYTES, PlanIdentity,
+};
 pub use ids::{AtomicIdSource, IdSource};
 pub use ledger::{MAX_RECORDED_RUN_IDS, RetireError};
 pub use options::{EngineError, EngineOptions};

@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use agent_core::agent::{Engine, Run, RunError, RunStatus, SnapshotStatus, StartError};
-use agent_core::event::{Event, EventKind, FailureCode, ToolOutcome};
+use agent_core::event::{Event, EventKind, FailureCode, ToolCompleted, ToolFailed, ToolOutcome};
 use agent_core::message::{Part, Role};
 use agent_core::model::{ModelProblem, ProviderError, StreamError, StreamEvent};
 use agent_core::stage::{
@@ -199,7 +199,7 @@ async fn cancelled_runs_label_every_failure_terminal_cancelled() {
         let cancelled = cancel_at(at).await;
         for event in events(&cancelled.run) {
             let ok = match &event {
-                Event::TurnFailed { code, .. } | Event::ToolFailed { code, .. } => {
+                Event::TurnFailed { code, .. } | Event::ToolFailed(ToolFailed { code, .. }) => {
                     *code == FailureCode::Cancelled
                 }
                 Event::ModelFailed { problem, .. } => problem == "cancelled",
@@ -460,10 +460,10 @@ async fn panics_anywhere_fail_the_run_without_leaking_their_text() {
                 assert!(
                     all.iter().any(|e| matches!(
                         e,
-                        Event::ToolFailed {
+                        Event::ToolFailed(ToolFailed {
                             code: FailureCode::ToolFailed,
                             ..
-                        }
+                        })
                     )),
                     "{name}: tool.failed says tool_failed"
                 );
@@ -514,10 +514,10 @@ async fn a_tool_reporting_cancellation_while_the_run_lives_fails_the_run() {
     let all = events(&run);
     assert!(all.iter().any(|e| matches!(
         e,
-        Event::ToolFailed {
+        Event::ToolFailed(ToolFailed {
             code: FailureCode::ToolFailed,
             ..
-        }
+        })
     )));
     assert!(all.iter().any(|e| matches!(
         e,
@@ -572,11 +572,13 @@ async fn a_successful_result_racing_cancellation_is_kept() {
     let error = within("the run", run.wait()).await.expect_err("cancelled");
     assert!(error.is_cancelled(), "{error}");
     assert_eq!(assert_log(&run, 1), EventKind::RunCancelled);
-    assert!(events(&run).contains(&Event::ToolCompleted {
-        call_id: "c1".into(),
-        name: "read".into(),
-        outcome: ToolOutcome::Success,
-    }));
+    assert!(
+        events(&run).contains(&Event::ToolCompleted(ToolCompleted::new(
+            "c1",
+            "read",
+            ToolOutcome::Success,
+        )))
+    );
     let snapshot = terminal_snapshot(&run);
     assert!(snapshot.unfinished_calls().is_empty());
     let last = snapshot.history().last().expect("history");

@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use super::definition::AgentDefinition;
+use super::identity::PlanIdentity;
 use super::inner::EngineInner;
 use super::ledger::Release;
 use super::release::release_bounded;
@@ -10,7 +11,9 @@ use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
 use crate::event::EventLog;
-use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
+use crate::event::{
+    Event, FailureCode, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted, ToolStartedVersion,
+};
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
 use crate::model::{
@@ -40,7 +43,7 @@ pub(crate) fn launch(
     runtime: &tokio::runtime::Handle,
     engine: Arc<EngineInner>,
     id: RunId,
-    lease: ToolPlanLease,
+    (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
     log: EventLog,
     cancel: CancellationToken,
     start: Start,
@@ -54,7 +57,15 @@ pub(crate) fn launch(
             (agent, ids, LoopState::resumed(snapshot))
         }
     };
-    let shared = RunShared::new(engine, id, lease, log, cancel, agent, interaction_ids);
+    let shared = RunShared::new(
+        engine,
+        id,
+        (lease, identity),
+        log,
+        cancel,
+        agent,
+        interaction_ids,
+    );
     runtime.spawn(drive(shared.clone(), loop_state));
     Run::new(shared)
 }
@@ -633,11 +644,14 @@ async fn run_call(
     let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
     let facts = entry.facts.clone();
     let started = Event::ToolStarted(ToolStarted {
+        version: ToolStartedVersion,
         call_id: call_id.clone(),
         name: name.clone(),
         turn,
         plan_id: shared.lease.id().as_arc().clone(),
         plan_fingerprint: shared.lease.fingerprint_arc().clone(),
+        plan_identity: shared.identity.fingerprint_arc().clone(),
+        workspace: shared.identity.workspace_arc().cloned(),
         declared: facts.clone(),
     });
     if let Err(error) = shared.emit(started, false).await {
@@ -691,15 +705,13 @@ async fn run_call(
     match outcome {
         Ok(Ok(result)) => {
             let problem = result.is_problem();
-            let completed = Event::ToolCompleted {
-                call_id: call_id.clone(),
-                name: name.clone(),
-                outcome: if problem {
-                    ToolOutcome::Problem
-                } else {
-                    ToolOutcome::Success
-                },
+            let outcome = if problem {
+                ToolOutcome::Problem
+            } else {
+                ToolOutcome::Success
             };
+            let completed =
+                Event::ToolCompleted(ToolCompleted::new(call_id.clone(), name.clone(), outcome));
             let emitted = shared.emit(completed, true).await;
             let part = Part::ToolResult(ToolResultPart {
                 call_id,
@@ -757,13 +769,7 @@ async fn emit_tool_failed(
     code: FailureCode,
     execution: Option<(ExecutionState, RetryDisposition)>,
 ) {
-    let failed = Event::ToolFailed {
-        call_id,
-        name,
-        code,
-        state: execution.map(|(state, _)| state),
-        retry: execution.map(|(_, retry)| retry),
-    };
+    let failed = Event::ToolFailed(ToolFailed::new(call_id, name, code, execution));
     let _ = shared.emit(failed, true).await;
 }
 

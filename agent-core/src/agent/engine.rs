@@ -8,6 +8,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::definition::{AgentDefinition, AgentDefinitionError};
 use super::driver::{self, Start};
+use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::{AtomicIdSource, IdSource, Ids, RUN_PREFIX};
 use super::inner::{EngineInner, Registry};
 use super::ledger::{Refusal, Release, RetireError};
@@ -76,6 +77,29 @@ pub enum StartError {
     /// Runs execute on a tokio runtime; commit was called outside one.
     #[error("a run must be committed inside a tokio runtime")]
     NoRuntime,
+    /// The snapshot was taken by an engine this one may not continue (checked before any
+    /// plan is leased).
+    #[error("the snapshot cannot be resumed by this engine: {0}")]
+    Incompatible(Incompatibility),
+}
+
+/// Why an engine refuses a snapshot of another engine; see [`EngineIdentity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// This engine has no compatibility identity, or the snapshot names none: snapshots do
+    /// not move between such engines.
+    #[error("a compatibility identity is required on both sides")]
+    NoCompatibilityIdentity,
+    /// The compatibility identities differ.
+    #[error("the compatibility identities differ")]
+    CompatibilityIdentity,
+    /// The compiled identities or the workspace identity differ.
+    #[error("the static identities differ")]
+    StaticIdentity,
+    /// The leased generation's plan identity differs from the snapshot's.
+    #[error("the plan identities differ")]
+    PlanIdentity,
 }
 
 /// Builds an [`Engine`]; see [`Engine::builder`].
@@ -88,6 +112,7 @@ pub struct EngineBuilder {
     broker: Option<Arc<dyn Broker>>,
     observers: Vec<Arc<dyn Observer>>,
     options: EngineOptions,
+    identity: EngineIdentity,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -130,6 +155,28 @@ impl EngineBuilder {
         self
     }
 
+    /// What the application states about the code it runs (default: nothing, which keeps
+    /// snapshots local to this engine); every run's [`PlanIdentity`] covers it.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use agent_core::agent::{Engine, EngineIdentity};
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// // With `compose!`: `EngineIdentity::new(App::compiled_identities())`.
+    /// let identity = EngineIdentity::new(["model_provider:scripted@0a1b"])?.with_compatibility("demo/1")?;
+    /// let engine = Engine::builder(provider, tools).identity(identity.clone()).build()?;
+    /// assert_eq!(engine.identity(), &identity);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn identity(mut self, identity: EngineIdentity) -> Self {
+        self.identity = identity;
+        self
+    }
+
     /// Validates the options and builds the engine.
     pub fn build(self) -> Result<Engine, EngineError> {
         self.options.validate()?;
@@ -147,6 +194,8 @@ impl EngineBuilder {
                 registry: Mutex::new(Registry::default()),
                 drained: Notify::new(),
                 setup: std::sync::OnceLock::new(),
+                identity: self.identity,
+                plan_identity: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -179,7 +228,13 @@ impl Engine {
             broker: None,
             observers: Vec::new(),
             options: EngineOptions::default(),
+            identity: EngineIdentity::default(),
         }
+    }
+
+    /// What the application stated about the code this engine runs.
+    pub fn identity(&self) -> &EngineIdentity {
+        &self.inner.identity
     }
 
     /// Validates the input, leases the current tool plan, allocates the run id and builds
@@ -198,8 +253,9 @@ impl Engine {
             return Err(StartError::Closed);
         }
         let lease = self.lease(None).await?;
+        let identity = self.inner.plan_identity_for(&lease);
         let id = self.inner.ids.next_id(RUN_PREFIX);
-        let prepared = self.reserve(id, Release::Retire, lease, EventLog::new)?;
+        let prepared = self.reserve(id, Release::Retire, lease, identity, EventLog::new)?;
         Ok(prepared.with_start(Start::Fresh {
             agent: agent.clone(),
             input,
@@ -214,7 +270,10 @@ impl Engine {
 
     /// Prepares a run that continues `snapshot` (suspended, failed or cancelled) under its
     /// own id, after its last event, leasing exactly the plan generation it recorded and
-    /// refusing any other plan (fail closed). The import names its exact id: it is refused
+    /// refusing any other plan (fail closed). Both engines must have the same non-empty
+    /// compatibility identity and the same static identities ([`EngineIdentity`]), checked
+    /// before the plan is leased, and the leased generation must give the snapshot's plan
+    /// identity ([`StartError::Incompatible`]). The import names its exact id: it is refused
     /// when that id is live here ([`StartError::DuplicateRun`]) or was already used here
     /// ([`StartError::RetiredRun`]). Unfinished tool calls are settled first: calls
     /// that never started run, uncertain and replay-unsafe ones are reported to the model as
@@ -227,6 +286,25 @@ impl Engine {
         if self.inner.registry().closed {
             return Err(StartError::Closed);
         }
+        // Fail closed before anything is leased: only an engine that shares a non-empty
+        // compatibility identity and the static identities continues another's snapshot.
+        let engine = &self.inner.identity;
+        match (engine.compatibility(), snapshot.compatibility()) {
+            (Some(ours), Some(theirs)) if ours == theirs => {}
+            (Some(_), Some(_)) => {
+                return Err(StartError::Incompatible(
+                    Incompatibility::CompatibilityIdentity,
+                ));
+            }
+            _ => {
+                return Err(StartError::Incompatible(
+                    Incompatibility::NoCompatibilityIdentity,
+                ));
+            }
+        }
+        if engine.static_identity() != snapshot.static_identity() {
+            return Err(StartError::Incompatible(Incompatibility::StaticIdentity));
+        }
         let plan_id = PlanId::new(snapshot.plan_id.clone())
             .map_err(|_| StartError::Snapshot(SnapshotError::Invalid("plan id is invalid")))?;
         let lease = self.lease(Some(&plan_id)).await?;
@@ -234,9 +312,14 @@ impl Engine {
             release_quietly(&lease, self.inner.options.finalization_timeout).await;
             return Err(StartError::PlanChanged(plan_id.to_string()));
         }
+        let identity = self.inner.plan_identity_for(&lease);
+        if identity.fingerprint() != snapshot.plan_identity() {
+            release_quietly(&lease, self.inner.options.finalization_timeout).await;
+            return Err(StartError::Incompatible(Incompatibility::PlanIdentity));
+        }
         let id: Arc<str> = Arc::from(snapshot.run_id());
         let last = snapshot.last_sequence();
-        let prepared = self.reserve(id, Release::Forget, lease, |id, limits| {
+        let prepared = self.reserve(id, Release::Forget, lease, identity, |id, limits| {
             EventLog::after(id, last, limits)
         })?;
         Ok(prepared.with_start(Start::Resumed(Box::new(snapshot))))
@@ -269,6 +352,7 @@ impl Engine {
         id: Arc<str>,
         release: Release,
         lease: ToolPlanLease,
+        identity: Arc<PlanIdentity>,
         log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
     ) -> Result<PreparedRun, StartError> {
         let reserved = match RunId::new(id) {
@@ -310,6 +394,7 @@ impl Engine {
                     id,
                     release,
                     lease,
+                    identity,
                     log,
                     start: None,
                 }),
@@ -438,6 +523,7 @@ struct Prepared {
     /// What an abort does with the id.
     release: Release,
     lease: ToolPlanLease,
+    identity: Arc<PlanIdentity>,
     log: EventLog,
     start: Option<Start>,
 }
@@ -649,7 +735,7 @@ impl PausedRun {
             &runtime,
             prepared.engine,
             prepared.id,
-            prepared.lease,
+            (prepared.lease, prepared.identity),
             prepared.log,
             cancel,
             start,

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::Ids;
 use super::ledger::{Ledger, Release};
 use super::options::EngineOptions;
@@ -13,7 +14,7 @@ use crate::event::{Clock, Observer};
 use crate::interaction::{Broker, UnavailableBroker};
 use crate::model::ModelProvider;
 use crate::run_id::RunId;
-use crate::stage::ToolPlans;
+use crate::stage::{ToolPlanLease, ToolPlans};
 
 /// The engine's registry: the run-identity ledger (live runs with the tokens shutdown
 /// cancels, and retired ids) and whether new runs are refused.
@@ -48,11 +49,28 @@ pub(crate) struct EngineInner {
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     pub(super) setup: std::sync::OnceLock<CancellationToken>,
+    /// What the application said about the code it runs.
+    pub(super) identity: EngineIdentity,
+    /// The plan identity of the first generation leased, reused while leases are of it
+    /// (always, for a static plan), so a run pays no hashing for it.
+    pub(super) plan_identity: std::sync::OnceLock<Arc<PlanIdentity>>,
 }
 
 impl EngineInner {
     pub(super) fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The plan identity of a run over `lease`.
+    pub(super) fn plan_identity_for(&self, lease: &ToolPlanLease) -> Arc<PlanIdentity> {
+        let first = self
+            .plan_identity
+            .get_or_init(|| Arc::new(PlanIdentity::of(&self.identity, lease)));
+        if first.describes(lease) {
+            first.clone()
+        } else {
+            Arc::new(PlanIdentity::of(&self.identity, lease))
+        }
     }
 
     /// Who answers interactions.

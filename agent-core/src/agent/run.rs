@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::definition::AgentDefinition;
+use super::identity::PlanIdentity;
 use super::inner::EngineInner;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
 use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
@@ -197,6 +198,8 @@ pub(crate) struct RunShared {
     pub(crate) cancel: CancellationToken,
     pub(crate) log: EventLog,
     pub(crate) lease: ToolPlanLease,
+    /// What the run executes: the engine's static identity and the leased generation.
+    pub(crate) identity: Arc<PlanIdentity>,
     pub(crate) agent: AgentDefinition,
     /// Serializes emission, so sequence numbers, the log and observers agree on one order.
     emit_lock: tokio::sync::Mutex<()>,
@@ -213,7 +216,7 @@ impl RunShared {
     pub(crate) fn new(
         engine: Arc<EngineInner>,
         id: RunId,
-        lease: ToolPlanLease,
+        (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
         log: EventLog,
         cancel: CancellationToken,
         agent: AgentDefinition,
@@ -225,6 +228,7 @@ impl RunShared {
             cancel,
             log,
             lease,
+            identity,
             agent,
             emit_lock: tokio::sync::Mutex::new(()),
             emission_failure: Mutex::new(None),
@@ -601,6 +605,12 @@ impl Run {
         self.shared.lease.fingerprint()
     }
 
+    /// What the run executes: the engine's static identity and the leased generation with
+    /// its definitions, as one identity. A resumed run has its snapshot's.
+    pub fn plan_identity(&self) -> &PlanIdentity {
+        &self.shared.identity
+    }
+
     /// The run's authoritative event log: replay pages and live subscriptions.
     pub fn events(&self) -> &EventLog {
         &self.shared.log
@@ -785,6 +795,10 @@ impl Run {
             history: data.history.as_ref().clone(),
             plan_id: self.shared.lease.id().to_string(),
             plan_fingerprint: self.shared.lease.fingerprint().to_owned(),
+            plan_identity: self.shared.identity.fingerprint().to_owned(),
+            static_identity: self.shared.identity.static_identity().to_owned(),
+            compatibility: self.shared.identity.compatibility().map(str::to_owned),
+            workspace: self.shared.identity.workspace().map(str::to_owned),
             last_sequence: self.shared.log.last_sequence(),
             usage: data.usage,
             unfinished_calls: data.unfinished.clone(),

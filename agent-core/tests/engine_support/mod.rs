@@ -12,10 +12,12 @@ use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
 use agent_core::agent::{
-    AgentDefinition, AtomicIdSource, Engine, EngineBuilder, EngineOptions, Run, Snapshot,
+    AgentDefinition, AtomicIdSource, Engine, EngineBuilder, EngineIdentity, EngineOptions, Run,
+    Snapshot,
 };
 use agent_core::event::{
     Envelope, Event, EventKind, FixedClock, Observer, ObserverError, ReplayRequest, Timestamp,
+    ToolCompleted, ToolFailed,
 };
 use agent_core::interaction::{
     Broker, InteractionError, InteractionRequest, InteractionResponse, Scope,
@@ -36,6 +38,9 @@ use agent_core::tool::{
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+
+/// The compatibility identity every test engine states.
+pub(crate) const TEST_COMPATIBILITY: &str = "agent-core-tests";
 
 /// Text of every injected panic; it must never reach an event, an error or a snapshot.
 pub(crate) const SECRET: &str = "SECRET-PANIC-TEXT";
@@ -249,7 +254,12 @@ impl Setup {
 
     /// [`build`](Self::build), letting `adjust` change the builder last.
     pub(crate) fn build_with(self, adjust: impl FnOnce(EngineBuilder) -> EngineBuilder) -> Engine {
+        // Every test engine states the same identity, so snapshots move between them.
+        let identity = EngineIdentity::default()
+            .with_compatibility(TEST_COMPATIBILITY)
+            .expect("valid identity");
         let mut builder = Engine::builder(self.provider, self.plans)
+            .identity(identity)
             .ids(Arc::new(AtomicIdSource::new()))
             .clock(Arc::new(FixedClock::new(Timestamp::from_unix_nanos(
                 1_000_000_000,
@@ -848,7 +858,8 @@ pub(crate) fn check_log(envelopes: &[Envelope], first: u64) -> Result<EventKind,
                     return fail("tool.progress for a call that is not running");
                 }
             }
-            Event::ToolCompleted { call_id, .. } | Event::ToolFailed { call_id, .. } => {
+            Event::ToolCompleted(ToolCompleted { call_id, .. })
+            | Event::ToolFailed(ToolFailed { call_id, .. }) => {
                 if !tools.contains(call_id) {
                     return fail("a tool terminal without its start");
                 }
