@@ -113,6 +113,18 @@ impl DispatchScope {
         self
     }
 
+    /// The same identity without the requester (which is a capability, not part of what
+    /// two scopes compare), for a pipeline's binding.
+    pub(crate) fn without_requester(&self) -> Self {
+        DispatchScope {
+            run_id: self.run_id.clone(),
+            turn: self.turn,
+            plan_id: self.plan_id.clone(),
+            plan_fingerprint: self.plan_fingerprint.clone(),
+            requester: None,
+        }
+    }
+
     /// Asks the run's user; [`UnavailableRequester`] when the scope has no requester.
     pub fn requester(&self) -> &dyn Requester {
         match &self.requester {

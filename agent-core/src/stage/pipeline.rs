@@ -258,32 +258,28 @@ impl ToolDispatcher for ComposedDispatcher {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        // Checked where the call is made: a guard's nested call is made while the guard is
+        // polled, inside the outer call's binding.
+        let reentered = BOUND
+            .try_with(|binding| binding.pipeline == self.pipeline)
+            .unwrap_or(false);
+        if reentered {
+            return Box::pin(async { Err(DispatchError::Contract(ContractViolation::Reentered)) });
+        }
+        let binding = Binding {
+            pipeline: self.pipeline,
+            scope: request.scope.without_requester(),
+        };
         let panicked = || DispatchError::Contract(ContractViolation::LayerPanicked);
-        Box::pin(async move {
-            // Checked where the call is polled, so a call created outside and awaited inside
-            // a guard is refused as well.
-            let reentered = BOUND
-                .try_with(|binding| binding.pipeline == self.pipeline)
-                .unwrap_or(false);
-            if reentered {
-                return Err(DispatchError::Contract(ContractViolation::Reentered));
-            }
-            let binding = Binding {
-                pipeline: self.pipeline,
-                scope: request.scope.clone(),
+        Box::pin(BOUND.scope(binding, async move {
+            let Ok(future) = contained(|| self.inner.dispatch(request)) else {
+                return Err(panicked());
             };
-            BOUND
-                .scope(binding, async move {
-                    let Ok(future) = contained(|| self.inner.dispatch(request)) else {
-                        return Err(panicked());
-                    };
-                    match CatchUnwind::new(future).await {
-                        Ok(outcome) => outcome,
-                        Err(Panicked) => Err(panicked()),
-                    }
-                })
-                .await
-        })
+            match CatchUnwind::new(future).await {
+                Ok(outcome) => outcome,
+                Err(Panicked) => Err(panicked()),
+            }
+        }))
     }
 
     fn is_composed(&self) -> bool {
