@@ -212,6 +212,30 @@ impl EngineIdentity {
 /// ([`EngineIdentity`]) and the exact tool-plan generation it leased, with the canonical
 /// fingerprint of every definition and the plan's fingerprint (which covers its guards).
 /// Two runs with the same plan identity run the same code against the same tools.
+///
+/// ```
+/// # use std::collections::BTreeMap;
+/// # use std::sync::Arc;
+/// # use agent_core::agent::{AgentDefinition, Engine, EngineIdentity};
+/// # use agent_core::message::Message;
+/// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+/// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+/// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+/// let identity = EngineIdentity::new(["model_provider:scripted@0a"])?.with_compatibility("demo/1")?;
+/// let engine = Engine::builder(provider, tools).identity(identity).build()?;
+/// let run = engine.start(&AgentDefinition::new("a", "scripted", 1)?, Message::user("hi")?).await?;
+/// let plan = run.plan_identity();
+/// assert!(plan.fingerprint().starts_with("sha256:"));
+/// assert_eq!(plan.compatibility(), Some("demo/1"));
+/// assert_eq!(plan.static_identity(), engine.identity().static_identity());
+/// assert_eq!(plan.plan_id(), run.plan_id());
+/// run.wait().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlanIdentity {
     fingerprint: Arc<str>,
