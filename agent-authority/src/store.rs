@@ -53,7 +53,8 @@ pub enum Step {
 }
 
 impl Step {
-    /// Every step, in the order an import and then a local resume reach them.
+    /// Every step once: an import's, a suspension's, a local resume's (whose ACTIVE write
+    /// repeats `TempSynced(Active)` and `Renamed(Active)`), then the tombstones'.
     pub const ALL: [Step; 19] = [
         Step::ImportLocked,
         Step::ImportVerified,
@@ -64,9 +65,9 @@ impl Step {
         Step::TempSynced(Phase::Active),
         Step::Renamed(Phase::Active),
         Step::ImportRecorded,
-        Step::LocalReserved,
         Step::TempSynced(Phase::Suspended),
         Step::Renamed(Phase::Suspended),
+        Step::LocalReserved,
         Step::LocalInvalidated,
         Step::TempSynced(Phase::Completed),
         Step::Renamed(Phase::Completed),
