@@ -7,7 +7,10 @@
 //! A run starts transactionally: [`Engine::prepare`] validates the input, leases the current
 //! tool plan, allocates the run id and builds an unpublished event log, with no event, task
 //! or provider call; [`PreparedRun::commit`] starts it under a caller-owned cancellation root
-//! and [`PreparedRun::abort`] releases what was acquired, exactly once.
+//! and [`PreparedRun::abort`] releases what was acquired, exactly once. A host that must
+//! decide after registration uses [`PreparedRun::commit_paused`]: the run is registered but
+//! inert until [`PausedRun::activate`] or [`PausedRun::abort`]. Run ids are never reused
+//! within an engine (see [`Engine::retire`] and [`MAX_RECORDED_RUN_IDS`]).
 //!
 //! Each turn asks the model, collects its tool calls, records `tool.started` before each
 //! dispatch, dispatches through the leased plan, appends the results to the history and goes
@@ -60,18 +63,24 @@
 mod definition;
 mod driver;
 mod engine;
+mod identity;
 mod ids;
 mod inner;
+mod ledger;
 mod options;
 mod release;
 mod run;
 mod snapshot;
 
 pub use definition::{AgentDefinition, AgentDefinitionError, MAX_AGENT_NAME_BYTES, MAX_TURNS};
-pub use engine::{Engine, EngineBuilder, PreparedRun, StartError};
+pub use engine::{Engine, EngineBuilder, Incompatibility, PausedRun, PreparedRun, StartError};
+pub use identity::{
+    EngineIdentity, IdentityError, MAX_COMPILED_IDENTITIES, MAX_IDENTITY_BYTES, PlanIdentity,
+};
 pub use ids::{AtomicIdSource, IdSource};
+pub use ledger::{MAX_RECORDED_RUN_IDS, RetireError};
 pub use options::{EngineError, EngineOptions};
-pub use run::{Run, RunError, RunOutput, RunStatus, SuspendError};
+pub use run::{LocalResume, Run, RunError, RunOutput, RunStatus, SuspendError};
 pub use snapshot::{
     CallState, MAX_SNAPSHOT_BYTES, SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus,
     UnfinishedCall,

@@ -149,11 +149,78 @@ impl fmt::Display for FailureCode {
     }
 }
 
-/// Written before a tool is dispatched (write-ahead): a started call without a terminal
-/// event is a call whose outcome is unknown.
+/// The version of the [`ToolStarted`] occurrence.
+pub const TOOL_STARTED_VERSION: &str = "agent-core.tool-started/v1";
+
+/// The version of the terminal occurrences, [`ToolCompleted`] and [`ToolFailed`].
+pub const TOOL_TERMINAL_VERSION: &str = "agent-core.tool-terminal/v1";
+
+/// A field that serializes as exactly one version string and refuses any other on decode.
+macro_rules! version_marker {
+    ($(#[$doc:meta])* $name:ident = $version:ident) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+        pub struct $name;
+
+        impl $name {
+            /// The version string.
+            pub const fn as_str(self) -> &'static str {
+                $version
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                serializer.serialize_str($version)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+                let version = std::borrow::Cow::<'de, str>::deserialize(deserializer)?;
+                if version == $version {
+                    Ok($name)
+                } else {
+                    Err(serde::de::Error::custom(format_args!("expected version `{}`", $version)))
+                }
+            }
+        }
+    };
+}
+
+version_marker! {
+    /// [`TOOL_STARTED_VERSION`], as a field.
+    ToolStartedVersion = TOOL_STARTED_VERSION
+}
+
+version_marker! {
+    /// [`TOOL_TERMINAL_VERSION`], as a field.
+    ToolTerminalVersion = TOOL_TERMINAL_VERSION
+}
+
+/// The `tool.started` occurrence, written before a tool is dispatched (write-ahead): a
+/// started call without a terminal is a call whose outcome is unknown. It holds the call's
+/// identity, the declared definition's security facts and the exact plan and workspace
+/// authority it runs under, and structurally nothing else: no arguments, schema,
+/// description, paths or secrets. Decoding refuses unknown members and other versions.
+///
+/// ```
+/// use agent_core::event::ToolStarted;
+///
+/// let json = r#"{"version":"agent-core.tool-started/v1","call_id":"c1","name":"read","turn":1,
+///   "plan_id":"static:x","plan_fingerprint":"sha256:00","plan_identity":"sha256:11",
+///   "workspace":null,"declared":null}"#;
+/// let started: ToolStarted = serde_json::from_str(json)?;
+/// assert_eq!(started.call_id, "c1");
+/// let extra = json.replace(r#""turn":1"#, r#""turn":1,"arguments":{}"#);
+/// assert!(serde_json::from_str::<ToolStarted>(&extra).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolStarted {
+    /// Always [`TOOL_STARTED_VERSION`].
+    pub version: ToolStartedVersion,
     /// The call's id.
     pub call_id: String,
     /// The requested tool name.
@@ -164,7 +231,13 @@ pub struct ToolStarted {
     pub plan_id: Arc<str>,
     /// The leased plan's fingerprint (`sha256:...`).
     pub plan_fingerprint: Arc<str>,
-    /// The tool's facts, or `None` when the plan does not declare the name (no code runs).
+    /// The run's plan identity (`sha256:...`; see
+    /// [`PlanIdentity`](crate::agent::PlanIdentity)).
+    pub plan_identity: Arc<str>,
+    /// The engine's workspace identity, if it has one.
+    pub workspace: Option<Arc<str>>,
+    /// The tool's declared facts (definition fingerprint, effect, replay safety,
+    /// capabilities), or `None` when the plan does not declare the name (no code runs).
     pub declared: Option<Arc<ToolFacts>>,
 }
 
@@ -176,6 +249,135 @@ pub enum ToolOutcome {
     Success,
     /// The tool (or a guard) answered with a model-visible problem; the run continues.
     Problem,
+}
+
+/// The `tool.completed` occurrence: the call produced a result. It names the call and the
+/// tool and says whether the result was a success or a model-visible problem, and
+/// structurally nothing else: no result content and no problem text.
+///
+/// ```
+/// use agent_core::event::{ToolCompleted, ToolOutcome};
+///
+/// let completed = ToolCompleted::new("c1", "read", ToolOutcome::Success);
+/// let json = serde_json::to_string(&completed)?;
+/// assert_eq!(json, r#"{"version":"agent-core.tool-terminal/v1","call_id":"c1","name":"read","outcome":"success"}"#);
+/// assert_eq!(serde_json::from_str::<ToolCompleted>(&json)?, completed);
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolCompleted {
+    /// Always [`TOOL_TERMINAL_VERSION`].
+    pub version: ToolTerminalVersion,
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Success or model-visible problem.
+    pub outcome: ToolOutcome,
+}
+
+impl ToolCompleted {
+    /// The occurrence of call `call_id` of tool `name`.
+    pub fn new(call_id: impl Into<String>, name: impl Into<String>, outcome: ToolOutcome) -> Self {
+        ToolCompleted {
+            version: ToolTerminalVersion,
+            call_id: call_id.into(),
+            name: name.into(),
+            outcome,
+        }
+    }
+}
+
+/// The `tool.failed` occurrence: the call produced no result. It names the call and the
+/// tool, the fixed failure code and, when the tool reported it, whether a side effect may
+/// have happened and whether a retry is advised; structurally nothing else: no error text.
+/// Decoding refuses unknown members, other versions, an execution state without a retry
+/// disposition (or the reverse) and an uncertain outcome that allows a retry.
+///
+/// ```
+/// use agent_core::event::{FailureCode, ToolFailed};
+/// use agent_core::tool::{ExecutionState, RetryDisposition};
+///
+/// let failed = ToolFailed::new("c1", "send", FailureCode::ToolFailed,
+///     Some((ExecutionState::Uncertain, RetryDisposition::Never)));
+/// let json = serde_json::to_string(&failed)?;
+/// assert_eq!(serde_json::from_str::<ToolFailed>(&json)?, failed);
+/// let unsafe_retry = json.replace(r#""retry":"never""#, r#""retry":"allowed""#);
+/// assert!(serde_json::from_str::<ToolFailed>(&unsafe_retry).is_err());
+/// # Ok::<(), serde_json::Error>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "ToolFailedFields")]
+pub struct ToolFailed {
+    /// Always [`TOOL_TERMINAL_VERSION`].
+    pub version: ToolTerminalVersion,
+    /// The call.
+    pub call_id: String,
+    /// The tool.
+    pub name: String,
+    /// Why.
+    pub code: FailureCode,
+    /// Whether a side effect may have happened, when known.
+    pub state: Option<ExecutionState>,
+    /// Whether a retry is advised, when known.
+    pub retry: Option<RetryDisposition>,
+}
+
+impl ToolFailed {
+    /// The occurrence of call `call_id` of tool `name`, with the execution facts the tool
+    /// reported, if any.
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        code: FailureCode,
+        execution: Option<(ExecutionState, RetryDisposition)>,
+    ) -> Self {
+        ToolFailed {
+            version: ToolTerminalVersion,
+            call_id: call_id.into(),
+            name: name.into(),
+            code,
+            state: execution.map(|(state, _)| state),
+            retry: execution.map(|(_, retry)| retry),
+        }
+    }
+}
+
+/// [`ToolFailed`] as decoded, before its execution facts are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolFailedFields {
+    version: ToolTerminalVersion,
+    call_id: String,
+    name: String,
+    code: FailureCode,
+    state: Option<ExecutionState>,
+    retry: Option<RetryDisposition>,
+}
+
+impl TryFrom<ToolFailedFields> for ToolFailed {
+    type Error = &'static str;
+
+    fn try_from(fields: ToolFailedFields) -> Result<Self, Self::Error> {
+        match (fields.state, fields.retry) {
+            (Some(_), None) | (None, Some(_)) => {
+                return Err("execution state and retry disposition come together");
+            }
+            (Some(ExecutionState::Uncertain), Some(RetryDisposition::Allowed)) => {
+                return Err("an uncertain outcome never allows a retry");
+            }
+            _ => {}
+        }
+        Ok(ToolFailed {
+            version: fields.version,
+            call_id: fields.call_id,
+            name: fields.name,
+            code: fields.code,
+            state: fields.state,
+            retry: fields.retry,
+        })
+    }
 }
 
 /// What happened. Serialized adjacently tagged: `{"kind": "turn.started", "data": {"turn": 1}}`.
@@ -266,28 +468,10 @@ pub enum Event {
     },
     /// A tool call produced a result.
     #[serde(rename = "tool.completed")]
-    ToolCompleted {
-        /// The call.
-        call_id: String,
-        /// The tool.
-        name: String,
-        /// Success or model-visible problem.
-        outcome: ToolOutcome,
-    },
+    ToolCompleted(ToolCompleted),
     /// A tool call produced no result.
     #[serde(rename = "tool.failed")]
-    ToolFailed {
-        /// The call.
-        call_id: String,
-        /// The tool.
-        name: String,
-        /// Why.
-        code: FailureCode,
-        /// Whether a side effect may have happened, when known.
-        state: Option<ExecutionState>,
-        /// Whether a retry is advised, when known.
-        retry: Option<RetryDisposition>,
-    },
+    ToolFailed(ToolFailed),
     /// The run asked its user something.
     #[serde(rename = "interaction.started")]
     InteractionStarted {
@@ -420,8 +604,8 @@ impl Event {
             Event::ModelFailed { .. } => EventKind::ModelFailed,
             Event::ToolStarted(_) => EventKind::ToolStarted,
             Event::ToolProgress { .. } => EventKind::ToolProgress,
-            Event::ToolCompleted { .. } => EventKind::ToolCompleted,
-            Event::ToolFailed { .. } => EventKind::ToolFailed,
+            Event::ToolCompleted(_) => EventKind::ToolCompleted,
+            Event::ToolFailed(_) => EventKind::ToolFailed,
             Event::InteractionStarted { .. } => EventKind::InteractionStarted,
             Event::InteractionCompleted { .. } => EventKind::InteractionCompleted,
             Event::InteractionFailed { .. } => EventKind::InteractionFailed,
@@ -444,14 +628,16 @@ impl Event {
                         + started.name.len()
                         + started.plan_id.len()
                         + started.plan_fingerprint.len()
+                        + started.plan_identity.len()
+                        + started.workspace.as_ref().map_or(0, |w| w.len())
                         + started
                             .declared
                             .as_ref()
                             .map_or(0, |d| d.fingerprint.len() + 24 * d.capabilities.len())
                 }
                 Event::ToolProgress { call_id, message } => call_id.len() + message.len(),
-                Event::ToolCompleted { call_id, name, .. }
-                | Event::ToolFailed { call_id, name, .. } => call_id.len() + name.len(),
+                Event::ToolCompleted(ToolCompleted { call_id, name, .. })
+                | Event::ToolFailed(ToolFailed { call_id, name, .. }) => call_id.len() + name.len(),
                 Event::InteractionStarted { id, kind } => id.len() + kind.len(),
                 Event::InteractionCompleted { id }
                 | Event::InteractionFailed { id }
@@ -576,18 +762,24 @@ mod tests {
                 call_id: "c".into(),
                 message: "m".into(),
             },
-            Event::ToolCompleted {
+            Event::ToolCompleted(ToolCompleted::new("c", "read", ToolOutcome::Problem)),
+            Event::ToolFailed(ToolFailed::new(
+                "c",
+                "read",
+                FailureCode::ToolFailed,
+                Some((ExecutionState::Uncertain, RetryDisposition::Never)),
+            )),
+            Event::ToolStarted(ToolStarted {
+                version: ToolStartedVersion,
                 call_id: "c".into(),
                 name: "read".into(),
-                outcome: ToolOutcome::Problem,
-            },
-            Event::ToolFailed {
-                call_id: "c".into(),
-                name: "read".into(),
-                code: FailureCode::ToolFailed,
-                state: Some(ExecutionState::Uncertain),
-                retry: Some(RetryDisposition::Never),
-            },
+                turn: 1,
+                plan_id: Arc::from("static:x"),
+                plan_fingerprint: Arc::from("sha256:0"),
+                plan_identity: Arc::from("sha256:1"),
+                workspace: None,
+                declared: None,
+            }),
             Event::InteractionStarted {
                 id: "i".into(),
                 kind: "approval".into(),
@@ -641,5 +833,133 @@ mod tests {
         assert!(serde_json::from_str::<Envelope>(json).is_err());
         let json = r#"{"run_id":"r","sequence":1,"at":1,"kind":"no.such","data":{}}"#;
         assert!(serde_json::from_str::<Envelope>(json).is_err());
+    }
+}
+
+#[cfg(test)]
+mod occurrence_tests {
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn started() -> Value {
+        json!({
+            "run_id": "r", "sequence": 1, "at": 1, "kind": "tool.started",
+            "data": {
+                "version": TOOL_STARTED_VERSION, "call_id": "c1", "name": "read", "turn": 1,
+                "plan_id": "static:x", "plan_fingerprint": "sha256:0", "plan_identity": "sha256:1",
+                "workspace": null,
+                "declared": {
+                    "fingerprint": "f", "effect": "read_only", "replay_safety": "safe",
+                    "capabilities": ["filesystem.read"]
+                }
+            }
+        })
+    }
+
+    fn failed() -> Value {
+        json!({
+            "run_id": "r", "sequence": 2, "at": 1, "kind": "tool.failed",
+            "data": {
+                "version": TOOL_TERMINAL_VERSION, "call_id": "c1", "name": "read",
+                "code": "tool_failed", "state": "definitive", "retry": "allowed"
+            }
+        })
+    }
+
+    fn decodes(value: &Value) -> bool {
+        serde_json::from_value::<Envelope>(value.clone()).is_ok()
+    }
+
+    #[test]
+    fn occurrences_decode_strictly() {
+        let completed = json!({
+            "run_id": "r", "sequence": 2, "at": 1, "kind": "tool.completed",
+            "data": { "version": TOOL_TERMINAL_VERSION, "call_id": "c1", "name": "read", "outcome": "problem" }
+        });
+        for valid in [started(), failed(), completed.clone()] {
+            assert!(decodes(&valid), "{valid}");
+            let envelope: Envelope = serde_json::from_value(valid.clone()).unwrap();
+            assert_eq!(serde_json::to_value(&envelope).unwrap(), valid);
+        }
+        // Each row breaks one rule; every one is refused.
+        let rows: Vec<(&str, Value, &str, Value)> = vec![
+            (
+                "started: arguments",
+                started(),
+                "arguments",
+                json!({"path": "/etc"}),
+            ),
+            ("started: schema", started(), "input_schema", json!({})),
+            (
+                "started: description",
+                started(),
+                "description",
+                json!("Reads."),
+            ),
+            (
+                "started: old version",
+                started(),
+                "version",
+                json!("agent-core.tool-started/v0"),
+            ),
+            (
+                "started: terminal version",
+                started(),
+                "version",
+                json!(TOOL_TERMINAL_VERSION),
+            ),
+            (
+                "failed: error text",
+                failed(),
+                "error",
+                json!("disk full at /home/me"),
+            ),
+            ("failed: problem", failed(), "problem", json!("secret")),
+            (
+                "failed: state without retry",
+                failed(),
+                "retry",
+                Value::Null,
+            ),
+            (
+                "failed: uncertain retry",
+                failed(),
+                "state",
+                json!("uncertain"),
+            ),
+            (
+                "completed: result",
+                completed.clone(),
+                "content",
+                json!("file body"),
+            ),
+            (
+                "completed: state",
+                completed.clone(),
+                "state",
+                json!("definitive"),
+            ),
+            (
+                "completed: version",
+                completed,
+                "version",
+                json!(TOOL_STARTED_VERSION),
+            ),
+        ];
+        for (name, mut value, field, bad) in rows {
+            value["data"][field] = bad;
+            assert!(!decodes(&value), "{name}: {value}");
+        }
+        // A missing member is refused too.
+        let mut missing = started();
+        missing["data"]
+            .as_object_mut()
+            .unwrap()
+            .remove("plan_identity");
+        assert!(!decodes(&missing));
+        // Declared facts are strict as well.
+        let mut facts = started();
+        facts["data"]["declared"]["arguments"] = json!({});
+        assert!(!decodes(&facts));
     }
 }

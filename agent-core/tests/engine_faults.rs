@@ -9,11 +9,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use agent_core::agent::{Run, RunError, RunStatus, SnapshotStatus};
-use agent_core::event::{Event, EventKind, FailureCode, ToolOutcome};
+use agent_core::agent::{Engine, Run, RunError, RunStatus, SnapshotStatus, StartError};
+use agent_core::event::{Event, EventKind, FailureCode, ToolCompleted, ToolFailed, ToolOutcome};
 use agent_core::message::{Part, Role};
 use agent_core::model::{ModelProblem, ProviderError, StreamError, StreamEvent};
-use agent_core::stage::{PlanError, PlanId, ToolDispatcher, ToolPlanLease, ToolPlanSource};
+use agent_core::stage::{
+    PlanError, PlanId, ToolDispatchDecorator, ToolDispatcher, ToolPlanLease, ToolPlanSource,
+};
 use agent_core::tool::{
     BoxFuture, Call, Definition, ExecutionError, Tool, ToolContext, ToolResult,
 };
@@ -197,7 +199,7 @@ async fn cancelled_runs_label_every_failure_terminal_cancelled() {
         let cancelled = cancel_at(at).await;
         for event in events(&cancelled.run) {
             let ok = match &event {
-                Event::TurnFailed { code, .. } | Event::ToolFailed { code, .. } => {
+                Event::TurnFailed { code, .. } | Event::ToolFailed(ToolFailed { code, .. }) => {
                     *code == FailureCode::Cancelled
                 }
                 Event::ModelFailed { problem, .. } => problem == "cancelled",
@@ -287,11 +289,14 @@ enum PanicAt {
     ObserverPoll(EventKind),
     BrokerCall,
     BrokerPoll,
+    DecoratorCall,
+    DecoratorPoll,
 }
 
-/// Each row: where the panic happens and the code the run must fail with. Tool and guard
-/// panics are contract violations of the dispatch (`tool_failed`); a broker panic reaches
-/// the guard as an unavailable interaction, which the guard turns into a failed dispatch.
+/// Each row: where the panic happens and the code the run must fail with. Tool, guard and
+/// decorator panics are contract violations of the dispatch (`tool_failed`); a broker panic
+/// reaches the guard as an unavailable interaction, which the guard turns into a failed
+/// dispatch.
 const PANIC_ROWS: &[(&str, PanicAt, FailureCode)] = &[
     (
         "provider.stream call",
@@ -343,6 +348,16 @@ const PANIC_ROWS: &[(&str, PanicAt, FailureCode)] = &[
     ),
     ("broker call", PanicAt::BrokerCall, FailureCode::ToolFailed),
     ("broker poll", PanicAt::BrokerPoll, FailureCode::ToolFailed),
+    (
+        "decorator dispatch call",
+        PanicAt::DecoratorCall,
+        FailureCode::ToolFailed,
+    ),
+    (
+        "decorator future poll",
+        PanicAt::DecoratorPoll,
+        FailureCode::ToolFailed,
+    ),
 ];
 
 /// Nothing the run exposes mentions the panic: no event, no error text, no snapshot.
@@ -402,9 +417,15 @@ async fn panics_anywhere_fail_the_run_without_leaking_their_text() {
             }
             _ => {}
         }
+        let decorators: Vec<Arc<dyn ToolDispatchDecorator>> = match at {
+            PanicAt::DecoratorCall => vec![Arc::new(FaultDecorator(DecoratorAct::PanicOnCall))],
+            PanicAt::DecoratorPoll => vec![Arc::new(FaultDecorator(DecoratorAct::PanicOnPoll))],
+            _ => Vec::new(),
+        };
         let provider = FaultProvider::new(scripts, None);
         let tools = vec![ScriptTool::read(act).arc()];
-        let engine = Setup::new(provider, plans(tools, vec![Arc::new(AskGuard(guard))]))
+        let plans = plans_decorated(tools, vec![Arc::new(AskGuard(guard))], decorators);
+        let engine = Setup::new(provider, plans)
             .broker(Arc::new(TestBroker {
                 act: broker,
                 signal: None,
@@ -430,14 +451,19 @@ async fn panics_anywhere_fail_the_run_without_leaking_their_text() {
                     "{name}: model.failed says panicked"
                 );
             }
-            PanicAt::ToolCall | PanicAt::ToolPoll | PanicAt::GuardCall | PanicAt::GuardPoll => {
+            PanicAt::ToolCall
+            | PanicAt::ToolPoll
+            | PanicAt::GuardCall
+            | PanicAt::GuardPoll
+            | PanicAt::DecoratorCall
+            | PanicAt::DecoratorPoll => {
                 assert!(
                     all.iter().any(|e| matches!(
                         e,
-                        Event::ToolFailed {
+                        Event::ToolFailed(ToolFailed {
                             code: FailureCode::ToolFailed,
                             ..
-                        }
+                        })
                     )),
                     "{name}: tool.failed says tool_failed"
                 );
@@ -488,10 +514,10 @@ async fn a_tool_reporting_cancellation_while_the_run_lives_fails_the_run() {
     let all = events(&run);
     assert!(all.iter().any(|e| matches!(
         e,
-        Event::ToolFailed {
+        Event::ToolFailed(ToolFailed {
             code: FailureCode::ToolFailed,
             ..
-        }
+        })
     )));
     assert!(all.iter().any(|e| matches!(
         e,
@@ -546,11 +572,13 @@ async fn a_successful_result_racing_cancellation_is_kept() {
     let error = within("the run", run.wait()).await.expect_err("cancelled");
     assert!(error.is_cancelled(), "{error}");
     assert_eq!(assert_log(&run, 1), EventKind::RunCancelled);
-    assert!(events(&run).contains(&Event::ToolCompleted {
-        call_id: "c1".into(),
-        name: "read".into(),
-        outcome: ToolOutcome::Success,
-    }));
+    assert!(
+        events(&run).contains(&Event::ToolCompleted(ToolCompleted::new(
+            "c1",
+            "read",
+            ToolOutcome::Success,
+        )))
+    );
     let snapshot = terminal_snapshot(&run);
     assert!(snapshot.unfinished_calls().is_empty());
     let last = snapshot.history().last().expect("history");
@@ -974,4 +1002,261 @@ async fn counting_tool_runs_once_per_call() {
     assert_eq!(runs.load(Ordering::SeqCst), 1);
     assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
     drained(&engine).await;
+}
+
+/// A decorator that hands the guards a forged scope fails the call as a contract violation
+/// (`tool_failed`) before any guard or tool code runs.
+#[tokio::test]
+async fn a_forged_dispatch_scope_fails_the_call_before_guards_or_tools() {
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let tool = ScriptTool::read(Act::Succeed);
+    let runs = tool.counter();
+    let guard = Arc::new(AskGuard(GuardAct::Ask));
+    let decorators: Vec<Arc<dyn ToolDispatchDecorator>> =
+        vec![Arc::new(FaultDecorator(DecoratorAct::ForgeScope))];
+    let plans = plans_decorated(vec![tool.arc()], vec![guard], decorators);
+    let engine = Setup::new(provider, plans)
+        .broker(Arc::new(TestBroker {
+            act: BrokerAct::Approve,
+            signal: None,
+        }))
+        .build();
+    let run = engine.start(&agent(3), input()).await.expect("started");
+    let error = within("the run", run.wait()).await.expect_err("fails");
+    assert_eq!(error.code(), FailureCode::ToolFailed, "{error}");
+    assert_eq!(runs.load(Ordering::SeqCst), 0, "the tool never ran");
+    let all = events(&run);
+    assert!(
+        !all.iter()
+            .any(|e| matches!(e, Event::InteractionStarted { .. })),
+        "the guard never ran"
+    );
+    assert_eq!(assert_log(&run, 1), EventKind::RunFailed);
+    drained(&engine).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Prepared activation and run identity
+// ---------------------------------------------------------------------------------------
+
+/// A host's prepared run, committed paused under `root`, on an engine with one observer.
+async fn paused_run(
+    root: &CancellationToken,
+) -> (
+    Engine,
+    Arc<FaultProvider>,
+    Journal,
+    agent_core::agent::PausedRun,
+) {
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let journal = journal();
+    let engine = Setup::new(
+        provider.clone(),
+        plans(vec![ScriptTool::read(Act::Succeed).arc()], Vec::new()),
+    )
+    .observer(Arc::new(TestObserver::new(journal.clone())))
+    .build();
+    let prepared = engine.prepare(&agent(3), input()).await.expect("prepared");
+    let paused = prepared.commit_paused(root).expect("committed paused");
+    (engine, provider, journal, paused)
+}
+
+#[tokio::test]
+async fn a_paused_run_is_registered_but_inert_until_activated() {
+    let root = CancellationToken::new();
+    let (engine, provider, journal, paused) = paused_run(&root).await;
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(engine.live_runs(), 1);
+    let listed: Vec<String> = engine
+        .live_run_ids()
+        .iter()
+        .map(|id| id.to_string())
+        .collect();
+    assert_eq!(listed, [paused.run_id().to_owned()]);
+    assert!(entries(&journal).is_empty(), "nothing was published");
+    assert!(provider.requests().is_empty(), "the provider was not asked");
+
+    let run = paused.activate();
+    within("the run", run.wait()).await.expect("completes");
+    assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
+    assert_eq!(provider.requests().len(), 2);
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn a_paused_run_latches_root_cancellation_until_activated() {
+    let root = CancellationToken::new();
+    let (engine, provider, journal, paused) = paused_run(&root).await;
+    root.cancel();
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert!(paused.is_cancelled(), "latched");
+    assert!(entries(&journal).is_empty());
+    let run = paused.activate();
+    let error = within("the run", run.wait()).await.expect_err("cancelled");
+    assert!(error.is_cancelled());
+    assert_eq!(
+        kinds(&run),
+        [EventKind::RunStarted, EventKind::RunCancelled]
+    );
+    assert!(provider.requests().is_empty(), "no model call");
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn aborting_a_paused_run_releases_everything_once_and_publishes_nothing() {
+    let releases = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = releases.clone();
+    let source = Arc::new(CountingSource {
+        dispatcher: dispatcher(vec![ScriptTool::read(Act::Succeed).arc()]),
+        releases: counted,
+    });
+    let provider = FaultProvider::new(tool_round_scripts(), None);
+    let journal = journal();
+    let engine = Setup::new(provider.clone(), source)
+        .observer(Arc::new(TestObserver::new(journal.clone())))
+        .build();
+    let root = CancellationToken::new();
+    let paused = engine
+        .prepare(&agent(3), input())
+        .await
+        .expect("prepared")
+        .commit_paused(&root)
+        .expect("paused");
+    let id = agent_core::RunId::new(paused.run_id()).unwrap();
+    paused.abort().await.expect("released");
+    assert_eq!(releases.load(Ordering::SeqCst), 1, "released exactly once");
+    assert_eq!(engine.live_runs(), 0);
+    assert!(engine.is_retired(&id), "the id is retired");
+    assert!(entries(&journal).is_empty(), "nothing was ever published");
+    assert!(provider.requests().is_empty());
+    // Dropping a paused run aborts it the same way.
+    let paused = engine
+        .prepare(&agent(3), input())
+        .await
+        .expect("prepared")
+        .commit_paused(&root)
+        .expect("paused");
+    drop(paused);
+    within("the release", async {
+        while releases.load(Ordering::SeqCst) < 2 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(engine.live_runs(), 0);
+    assert!(entries(&journal).is_empty());
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn engine_shutdown_waits_for_a_paused_run_decision() {
+    for activate in [true, false] {
+        let root = CancellationToken::new();
+        let (engine, provider, _journal, paused) = paused_run(&root).await;
+        let mut shutdown = Box::pin(engine.shutdown());
+        for _ in 0..10 {
+            let pending = std::future::poll_fn(|cx| {
+                std::task::Poll::Ready(shutdown.as_mut().poll(cx).is_pending())
+            })
+            .await;
+            assert!(pending, "shutdown waits for the decision");
+            tokio::task::yield_now().await;
+        }
+        assert!(paused.is_cancelled(), "shutdown's cancellation is latched");
+        if activate {
+            let run = paused.activate();
+            let error = within("the run", run.wait()).await.expect_err("cancelled");
+            assert!(error.is_cancelled());
+            assert_eq!(
+                kinds(&run),
+                [EventKind::RunStarted, EventKind::RunCancelled]
+            );
+        } else {
+            paused.abort().await.expect("aborted");
+        }
+        within("the shutdown", shutdown).await;
+        assert!(provider.requests().is_empty());
+    }
+}
+
+/// Hands out the same run id every time.
+struct SameId;
+
+impl agent_core::agent::IdSource for SameId {
+    fn next_id(&self, _prefix: &str) -> Arc<str> {
+        Arc::from("fixed-id")
+    }
+}
+
+#[tokio::test]
+async fn run_ids_are_never_reused_within_an_engine() {
+    let provider = FaultProvider::new(vec![Script::answer("a"), Script::answer("b")], None);
+    let engine = Setup::new(provider, plans(Vec::new(), Vec::new()))
+        .build_with(|builder| builder.ids(Arc::new(SameId)));
+    let first = engine.start(&agent(1), input()).await.expect("started");
+    within("the first run", first.wait())
+        .await
+        .expect("completes");
+    assert_eq!(
+        engine
+            .prepare(&agent(1), input())
+            .await
+            .expect_err("reused"),
+        StartError::RetiredRun("fixed-id".into())
+    );
+    // An aborted preparation retires its id as well.
+    let other = Setup::new(
+        FaultProvider::new(vec![Script::answer("c")], None),
+        plans(Vec::new(), Vec::new()),
+    )
+    .build_with(|builder| builder.ids(Arc::new(SameId)));
+    other
+        .prepare(&agent(1), input())
+        .await
+        .expect("prepared")
+        .abort()
+        .await
+        .expect("aborted");
+    assert_eq!(
+        other.prepare(&agent(1), input()).await.expect_err("reused"),
+        StartError::RetiredRun("fixed-id".into())
+    );
+    drained(&engine).await;
+}
+
+/// Leases one static plan, counting releases.
+struct CountingSource {
+    dispatcher: Arc<dyn ToolDispatcher>,
+    releases: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl ToolPlanSource for CountingSource {
+    fn lease_current<'a>(
+        &'a self,
+        _cancel: &'a CancellationToken,
+    ) -> agent_core::tool::BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        let releases = self.releases.clone();
+        let lease = ToolPlanLease::new(
+            PlanId::new("counting:1").unwrap(),
+            self.dispatcher.clone(),
+            move || async move {
+                releases.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            },
+        );
+        Box::pin(async move { Ok(lease) })
+    }
+
+    fn lease_generation<'a>(
+        &'a self,
+        id: &'a PlanId,
+        cancel: &'a CancellationToken,
+    ) -> agent_core::tool::BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        let _ = id;
+        self.lease_current(cancel)
+    }
 }

@@ -13,8 +13,8 @@ use std::task::Poll;
 use std::time::Duration;
 
 use agent_core::agent::{
-    CallState, Engine, Run, RunStatus, SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus,
-    StartError, SuspendError, UnfinishedCall,
+    CallState, Engine, EngineIdentity, Incompatibility, Run, RunStatus, SNAPSHOT_VERSION, Snapshot,
+    SnapshotError, SnapshotStatus, StartError, SuspendError, UnfinishedCall,
 };
 use agent_core::event::{Event, EventKind};
 use agent_core::interaction::{InteractionError, InteractionRequest};
@@ -969,4 +969,345 @@ async fn an_open_interaction_refuses_suspension_and_the_run_goes_on() {
     let snapshot = terminal_snapshot(&run);
     assert!(snapshot.interaction_ids().contains("ask-1"));
     drained(&engine).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Local resume reservation
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn a_reserved_local_resume_is_inert_and_abort_restores_the_exact_snapshot() {
+    let engine = read_engine();
+    let (run, snapshot) = suspended(&engine).await;
+    let before = snapshot.to_json();
+    let events_before = envelopes(&run).len();
+
+    let reservation = run.prepare_local_resume().expect("reserves the boundary");
+    assert_eq!(reservation.run_id(), run.id());
+    assert_eq!(reservation.next_sequence(), snapshot.last_sequence() + 1);
+    assert_eq!(
+        run.prepare_local_resume().expect_err("one reservation"),
+        SuspendError::ResumeReserved
+    );
+    assert_eq!(run.resume(), Err(SuspendError::ResumeReserved));
+    assert_eq!(run.snapshot(), Err(SnapshotError::ResumeReserved));
+    tokio::task::yield_now().await;
+    assert_eq!(run.status(), RunStatus::Suspended);
+    assert_eq!(envelopes(&run).len(), events_before, "nothing happened");
+
+    reservation.abort();
+    assert_eq!(run.status(), RunStatus::Suspended);
+    assert_eq!(run.snapshot().expect("exportable again").to_json(), before);
+
+    // Dropping a reservation aborts it the same way.
+    drop(run.prepare_local_resume().expect("reserves again"));
+    assert_eq!(run.snapshot().expect("exportable").to_json(), before);
+
+    run.prepare_local_resume().expect("reserves").commit();
+    within("the run", run.wait()).await.expect("completes");
+    assert_eq!(assert_log(&run, 1), EventKind::RunCompleted);
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn a_cancellation_during_a_reserved_resume_is_latched_and_skips_post_boundary_work() {
+    for commit in [true, false] {
+        let name = if commit { "commit" } else { "abort" };
+        let engine = read_engine();
+        let (run, snapshot) = suspended(&engine).await;
+        let events_before = envelopes(&run).len();
+        let reservation = run.prepare_local_resume().expect("reserves");
+        run.cancel();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(run.status(), RunStatus::Suspended, "{name}: latched");
+        assert_eq!(envelopes(&run).len(), events_before, "{name}");
+        if commit {
+            reservation.commit();
+        } else {
+            reservation.abort();
+        }
+        let error = within(name, run.wait()).await.expect_err("cancelled");
+        assert!(error.is_cancelled(), "{name}");
+        let log = envelopes(&run);
+        let after: Vec<EventKind> = log[events_before..].iter().map(|e| e.kind()).collect();
+        assert_eq!(
+            after,
+            [EventKind::RunCancelled],
+            "{name}: no post-boundary work"
+        );
+        assert_eq!(check_log(&log, 1), Ok(EventKind::RunCancelled), "{name}");
+        let terminal = terminal_snapshot(&run);
+        assert_eq!(
+            terminal.completed_turns(),
+            snapshot.completed_turns(),
+            "{name}"
+        );
+        drained(&engine).await;
+    }
+}
+
+#[tokio::test]
+async fn engine_shutdown_waits_for_a_reserved_resume_decision() {
+    let engine = read_engine();
+    let (run, _) = suspended(&engine).await;
+    let reservation = run.prepare_local_resume().expect("reserves");
+    let mut shutdown = Box::pin(engine.shutdown());
+    for _ in 0..10 {
+        assert!(still_pending(&mut shutdown).await, "shutdown waits");
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(run.status(), RunStatus::Suspended);
+    reservation.commit();
+    within("the shutdown", shutdown).await;
+    assert_eq!(run.status(), RunStatus::Cancelled);
+    let after: Vec<EventKind> = kinds(&run).into_iter().rev().take(2).collect();
+    assert_eq!(after, [EventKind::RunCancelled, EventKind::TurnCompleted]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Run identity across imports
+// ---------------------------------------------------------------------------------------
+
+#[tokio::test]
+async fn an_import_is_refused_once_its_id_was_used_here() {
+    let engine1 = read_engine();
+    let (original, snapshot) = suspended(&engine1).await;
+    let id = agent_core::RunId::new(snapshot.run_id()).unwrap();
+
+    // An aborted import leaves the id unused: the engine never ran it.
+    let engine2 = read_engine();
+    let prepared = engine2
+        .prepare_resume(snapshot.clone())
+        .await
+        .expect("prepares");
+    prepared.abort().await.expect("aborts");
+    assert!(!engine2.is_retired(&id));
+    let resumed = engine2.resume(snapshot.clone()).await.expect("resumes");
+    within("the resumed run", resumed.wait())
+        .await
+        .expect("completes");
+    assert!(engine2.is_retired(&id), "an ended run's id is retired");
+    assert_eq!(
+        engine2.resume(snapshot.clone()).await.expect_err("used"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    // An engine whose own counter issued the id refuses it too.
+    let engine3 = read_engine();
+    let own = engine3.start(&agent(5), input()).await.expect("started");
+    assert_eq!(own.id(), id.as_str());
+    within("its own run", own.wait()).await.expect("completes");
+    assert_eq!(
+        engine3.resume(snapshot.clone()).await.expect_err("used"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    // A host may retire an id it never ran here.
+    let engine4 = read_engine();
+    engine4.retire(&id).expect("retires");
+    assert_eq!(
+        engine4.resume(snapshot).await.expect_err("retired"),
+        StartError::RetiredRun(id.to_string())
+    );
+
+    original.cancel();
+    let _ = within("the original", original.wait()).await;
+    assert_eq!(engine1.retire(&id), Ok(()), "ended, so already retired");
+    for engine in [&engine1, &engine2, &engine3, &engine4] {
+        drained(engine).await;
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Plan identity and compatibility across engines
+// ---------------------------------------------------------------------------------------
+
+/// Counts the generations leased for resumption, over a static plan of one `read` tool.
+struct CountingLeases {
+    inner: Arc<dyn ToolPlanSource>,
+    generations: Arc<AtomicUsize>,
+}
+
+impl ToolPlanSource for CountingLeases {
+    fn lease_current<'a>(
+        &'a self,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        self.inner.lease_current(cancel)
+    }
+
+    fn lease_generation<'a>(
+        &'a self,
+        id: &'a PlanId,
+        cancel: &'a CancellationToken,
+    ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
+        self.generations.fetch_add(1, Ordering::SeqCst);
+        self.inner.lease_generation(id, cancel)
+    }
+}
+
+/// An engine like [`read_engine`] that states `identity` and counts resumption leases.
+fn engine_stating(identity: EngineIdentity) -> (Engine, Arc<AtomicUsize>) {
+    let generations = Arc::new(AtomicUsize::new(0));
+    let source = CountingLeases {
+        inner: plans(vec![ScriptTool::read(Act::Succeed).arc()], Vec::new()),
+        generations: generations.clone(),
+    };
+    let engine = Setup::new(two_reads_then_answer(), Arc::new(source))
+        .build_with(|builder| builder.identity(identity));
+    (engine, generations)
+}
+
+fn compiled() -> EngineIdentity {
+    EngineIdentity::new(["tool:read@1", "model_provider:scripted@2"]).unwrap()
+}
+
+#[tokio::test]
+async fn local_suspend_and_resume_need_no_compatibility_identity() {
+    let (engine, _) = engine_stating(EngineIdentity::default());
+    let (run, snapshot) = suspended(&engine).await;
+    assert_eq!(snapshot.compatibility(), None);
+    run.resume().expect("resumes in place");
+    within("the run", run.wait()).await.expect("completes");
+    drained(&engine).await;
+}
+
+#[tokio::test]
+async fn snapshots_move_only_between_engines_of_one_identity_checked_before_leasing() {
+    let ours = compiled().with_compatibility("app/1").unwrap();
+    let (engine1, _) = engine_stating(ours.clone());
+    let (original, snapshot) = suspended(&engine1).await;
+    assert_eq!(snapshot.compatibility(), Some("app/1"));
+    assert_eq!(snapshot.static_identity(), ours.static_identity());
+    assert_eq!(
+        snapshot.plan_identity(),
+        original.plan_identity().fingerprint()
+    );
+
+    let rows: Vec<(&str, EngineIdentity, Incompatibility)> = vec![
+        (
+            "no compatibility identity here",
+            compiled(),
+            Incompatibility::NoCompatibilityIdentity,
+        ),
+        (
+            "another compatibility identity",
+            compiled().with_compatibility("app/2").unwrap(),
+            Incompatibility::CompatibilityIdentity,
+        ),
+        (
+            "other compiled identities",
+            EngineIdentity::new(["tool:read@1", "model_provider:scripted@3"])
+                .unwrap()
+                .with_compatibility("app/1")
+                .unwrap(),
+            Incompatibility::StaticIdentity,
+        ),
+        (
+            "another workspace",
+            ours.clone()
+                .with_workspace(EngineIdentity::workspace_of(b"/elsewhere"))
+                .unwrap(),
+            Incompatibility::StaticIdentity,
+        ),
+    ];
+    for (name, identity, why) in rows {
+        let (engine, generations) = engine_stating(identity);
+        let error = engine.resume(snapshot.clone()).await.expect_err(name);
+        assert_eq!(error, StartError::Incompatible(why), "{name}");
+        assert_eq!(
+            generations.load(Ordering::SeqCst),
+            0,
+            "{name}: nothing leased"
+        );
+        assert_eq!(engine.live_runs(), 0, "{name}");
+    }
+    // A snapshot without a compatibility identity moves nowhere.
+    let (local, _) = engine_stating(compiled());
+    let (local_run, local_snapshot) = suspended(&local).await;
+    let (same, generations) = engine_stating(compiled());
+    assert_eq!(
+        same.resume(local_snapshot).await.expect_err("local only"),
+        StartError::Incompatible(Incompatibility::NoCompatibilityIdentity)
+    );
+    assert_eq!(generations.load(Ordering::SeqCst), 0);
+
+    // The same identity resumes, under the snapshot's plan identity.
+    let (engine2, generations) = engine_stating(ours);
+    let resumed = engine2.resume(snapshot.clone()).await.expect("resumes");
+    assert_eq!(generations.load(Ordering::SeqCst), 1);
+    assert_eq!(resumed.plan_identity(), original.plan_identity());
+    within("the resumed run", resumed.wait())
+        .await
+        .expect("completes");
+    let started: Vec<String> = events(&resumed)
+        .into_iter()
+        .filter_map(|e| match e {
+            Event::ToolStarted(s) => Some(s.plan_identity.to_string()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(started, [snapshot.plan_identity().to_owned()]);
+
+    for run in [&original, &local_run] {
+        run.cancel();
+        let _ = within("a suspended run", run.wait()).await;
+    }
+    for engine in [&engine1, &local, &same, &engine2] {
+        drained(engine).await;
+    }
+}
+
+#[tokio::test]
+async fn the_plan_identity_covers_every_part() {
+    async fn identity_of(
+        identity: EngineIdentity,
+        tools: Vec<Arc<dyn agent_core::tool::Tool>>,
+    ) -> String {
+        let engine = Setup::new(two_reads_then_answer(), plans(tools, Vec::new()))
+            .build_with(|builder| builder.identity(identity));
+        let run = engine.start(&agent(5), input()).await.expect("started");
+        let fingerprint = run.plan_identity().fingerprint().to_owned();
+        run.cancel();
+        let _ = within("the run", run.wait()).await;
+        drained(&engine).await;
+        fingerprint
+    }
+    let read = || vec![ScriptTool::read(Act::Succeed).arc()];
+    let base = identity_of(compiled(), read()).await;
+    assert_eq!(base, identity_of(compiled(), read()).await, "deterministic");
+    let other_tool = || {
+        vec![
+            ScriptTool::new(
+                definition("send", Effect::Mutating, ReplaySafety::Unsafe),
+                Act::Succeed,
+            )
+            .arc(),
+        ]
+    };
+    let variants = [
+        (
+            "compatibility",
+            compiled().with_compatibility("x").unwrap(),
+            read(),
+        ),
+        (
+            "workspace",
+            compiled()
+                .with_workspace(EngineIdentity::workspace_of(b"/w"))
+                .unwrap(),
+            read(),
+        ),
+        (
+            "compiled",
+            EngineIdentity::new(["tool:read@1"]).unwrap(),
+            read(),
+        ),
+        ("definitions", compiled(), other_tool()),
+    ];
+    for (name, identity, tools) in variants {
+        assert_ne!(identity_of(identity, tools).await, base, "{name}");
+    }
 }

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use agent_core::stage::{
-    ContractViolation, DispatchError, DispatchRequest, Dispatcher, GuardRequest, Next,
-    PipelineError, ToolDispatchDecorator, ToolDispatchGuard, ToolDispatcher, compose_pipeline,
+    ContractViolation, DispatchError, DispatchRequest, DispatchScope, Dispatcher, GuardRequest,
+    Next, PipelineError, PlanId, ToolDispatchDecorator, ToolDispatchGuard, ToolDispatcher,
+    compose_pipeline,
 };
 use agent_core::tool::{BoxFuture, Definition, Effect, NoopReporter, ToolResult};
 use serde_json::json;
@@ -210,6 +211,8 @@ enum BadWrap {
     AddTool,
     /// Same names, one description changed.
     ChangeDescription,
+    /// Wraps, but its dispatcher panics when asked for its definitions.
+    PanicInDefinitions,
 }
 
 struct BadDecorator(BadWrap);
@@ -217,10 +220,14 @@ struct BadDecorator(BadWrap);
 struct DeclaringDispatcher {
     inner: Arc<dyn ToolDispatcher>,
     definitions: Vec<Definition>,
+    panic_in_definitions: bool,
 }
 
 impl ToolDispatcher for DeclaringDispatcher {
     fn definitions(&self) -> &[Definition] {
+        if self.panic_in_definitions {
+            panic!("{INJECTED}");
+        }
         &self.definitions
     }
 
@@ -246,8 +253,14 @@ impl ToolDispatchDecorator for BadDecorator {
                 let first = &definitions[0];
                 definitions[0] = definition_described(first.name(), Profile::ReadOnly, "Changed.");
             }
+            BadWrap::PanicInDefinitions => {}
         }
-        Some(Arc::new(DeclaringDispatcher { inner, definitions }))
+        let panic_in_definitions = matches!(self.0, BadWrap::PanicInDefinitions);
+        Some(Arc::new(DeclaringDispatcher {
+            inner,
+            definitions,
+            panic_in_definitions,
+        }))
     }
 }
 
@@ -291,6 +304,12 @@ fn decorator_failures_name_the_decorator() {
             BadWrap::ChangeDescription,
             2,
             PipelineError::DefinitionSetChanged { index: 2 },
+        ),
+        (
+            "its dispatcher panics in definitions()",
+            BadWrap::PanicInDefinitions,
+            1,
+            PipelineError::DecoratorPanicked { index: 1 },
         ),
     ];
     for (name, bad, position, expected) in table {
@@ -611,5 +630,371 @@ async fn sixty_four_concurrent_dispatches_each_get_their_own_result() {
         "max in flight: {} and {}",
         tools[0].max_in_flight(),
         tools[1].max_in_flight()
+    );
+}
+
+/// A base dispatcher that panics when asked for its definitions (or whether it is composed).
+struct PanickingBase {
+    in_is_composed: bool,
+}
+
+impl ToolDispatcher for PanickingBase {
+    fn definitions(&self) -> &[Definition] {
+        panic!("{INJECTED}");
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        _request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        Box::pin(async {
+            Err(DispatchError::Undeclared {
+                name: "none".into(),
+            })
+        })
+    }
+
+    fn is_composed(&self) -> bool {
+        if self.in_is_composed {
+            panic!("{INJECTED}");
+        }
+        false
+    }
+}
+
+/// A guard whose identity panics.
+struct PanickingIdentity;
+
+impl ToolDispatchGuard for PanickingIdentity {
+    fn guard<'a>(
+        &'a self,
+        _request: GuardRequest<'a>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        next.run()
+    }
+
+    fn identity(&self) -> &str {
+        panic!("{INJECTED}");
+    }
+}
+
+#[test]
+fn construction_contains_every_panic_of_a_wrapped_layer() {
+    quiet_injected_panics();
+    let table: Vec<(&str, Arc<dyn ToolDispatcher>, Guards, PipelineError)> = vec![
+        (
+            "base definitions()",
+            Arc::new(PanickingBase {
+                in_is_composed: false,
+            }),
+            Vec::new(),
+            PipelineError::BasePanicked,
+        ),
+        (
+            "base is_composed()",
+            Arc::new(PanickingBase {
+                in_is_composed: true,
+            }),
+            Vec::new(),
+            PipelineError::BasePanicked,
+        ),
+        (
+            "guard identity()",
+            base_with([&ScriptedTool::new(definition("read", Profile::ReadOnly))]),
+            vec![Arc::new(PanickingIdentity) as Arc<dyn ToolDispatchGuard>],
+            PipelineError::GuardIdentityPanicked { index: 0 },
+        ),
+    ];
+    for (name, base, guards, expected) in table {
+        let error = compose_pipeline(base, guards, Vec::new())
+            .err()
+            .unwrap_or_else(|| panic!("{name}: composed"));
+        assert_eq!(error, expected, "{name}");
+        assert!(!error.to_string().contains(INJECTED), "{name}");
+    }
+}
+
+/// What a [`TrustDecorator`]'s dispatcher does with each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Layer {
+    PanicOnCall,
+    PanicOnPoll,
+    /// Hands the layers below a scope for another run.
+    ForgeRun,
+    /// Same run, another turn.
+    ForgeTurn,
+    /// Same run and turn, another plan id.
+    ForgePlan,
+    /// Same run, turn and plan id, another fingerprint.
+    ForgeFingerprint,
+    /// Dispatches the inner layer on another task, where no binding exists.
+    Detach,
+}
+
+struct TrustDecorator(Layer);
+
+struct TrustDispatcher {
+    inner: Arc<dyn ToolDispatcher>,
+    layer: Layer,
+}
+
+impl ToolDispatchDecorator for TrustDecorator {
+    fn wrap(&self, inner: Arc<dyn ToolDispatcher>) -> Option<Arc<dyn ToolDispatcher>> {
+        Some(Arc::new(TrustDispatcher {
+            inner,
+            layer: self.0,
+        }))
+    }
+}
+
+impl ToolDispatcher for TrustDispatcher {
+    fn definitions(&self) -> &[Definition] {
+        self.inner.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        if self.layer == Layer::PanicOnCall {
+            panic!("{INJECTED}");
+        }
+        Box::pin(async move {
+            let other_fingerprint = format!("sha256:{}", "f".repeat(64));
+            let forged = match self.layer {
+                Layer::PanicOnCall | Layer::PanicOnPoll => panic!("{INJECTED}"),
+                Layer::ForgeRun => DispatchScope::new(
+                    "run-forged",
+                    request.scope.turn(),
+                    request.scope.plan_id().clone(),
+                    request.scope.plan_fingerprint(),
+                ),
+                Layer::ForgeTurn => DispatchScope::new(
+                    request.scope.run_id(),
+                    request.scope.turn() + 1,
+                    request.scope.plan_id().clone(),
+                    request.scope.plan_fingerprint(),
+                ),
+                Layer::ForgePlan => DispatchScope::new(
+                    request.scope.run_id(),
+                    request.scope.turn(),
+                    PlanId::new("static:forged").unwrap(),
+                    request.scope.plan_fingerprint(),
+                ),
+                Layer::ForgeFingerprint => DispatchScope::new(
+                    request.scope.run_id(),
+                    request.scope.turn(),
+                    request.scope.plan_id().clone(),
+                    other_fingerprint,
+                ),
+                Layer::Detach => {
+                    let inner = self.inner.clone();
+                    let (scope, call) = (request.scope.clone(), request.call.clone());
+                    let cancel = request.cancel.clone();
+                    return tokio::spawn(async move {
+                        inner
+                            .dispatch(DispatchRequest {
+                                cancel: &cancel,
+                                scope: &scope,
+                                call: &call,
+                                reporter: &NoopReporter,
+                            })
+                            .await
+                    })
+                    .await
+                    .expect("joined");
+                }
+            }
+            .expect("valid scope");
+            self.inner
+                .dispatch(DispatchRequest {
+                    scope: &forged,
+                    ..request
+                })
+                .await
+        })
+    }
+}
+
+/// The trust boundary at dispatch time: each row is one decorator misbehaving above two
+/// guards; the call fails with the contract violation and no guard or tool code runs.
+#[tokio::test]
+async fn no_layer_can_panic_past_or_substitute_the_dispatch_scope() {
+    quiet_injected_panics();
+    let table: [(&str, Layer, ContractViolation); 7] = [
+        (
+            "decorator panics on call",
+            Layer::PanicOnCall,
+            ContractViolation::LayerPanicked,
+        ),
+        (
+            "decorator panics in its future",
+            Layer::PanicOnPoll,
+            ContractViolation::LayerPanicked,
+        ),
+        (
+            "forged run id",
+            Layer::ForgeRun,
+            ContractViolation::ScopeSubstituted,
+        ),
+        (
+            "forged turn",
+            Layer::ForgeTurn,
+            ContractViolation::ScopeSubstituted,
+        ),
+        (
+            "forged plan id",
+            Layer::ForgePlan,
+            ContractViolation::ScopeSubstituted,
+        ),
+        (
+            "forged plan fingerprint",
+            Layer::ForgeFingerprint,
+            ContractViolation::ScopeSubstituted,
+        ),
+        (
+            "dispatch moved to another task",
+            Layer::Detach,
+            ContractViolation::ScopeSubstituted,
+        ),
+    ];
+    for (name, layer, violation) in table {
+        let log = Log::default();
+        let tool = ScriptedTool::new(definition("read", Profile::ReadOnly));
+        let (g0, g1) = (
+            TestGuard::new("g0", GuardAction::Continue, &log),
+            TestGuard::new("g1", GuardAction::Continue, &log),
+        );
+        let pipeline = compose_pipeline(
+            base_with([&tool]),
+            guards(&[&g0, &g1]),
+            vec![
+                LoggingDecorator::new("d0", &log),
+                Arc::new(TrustDecorator(layer)),
+            ],
+        )
+        .unwrap();
+        let call = call("c1", "read", Behaviour::Succeed, Report::Nothing);
+        let error = dispatch(&*pipeline, &call).await.unwrap_err();
+        assert_eq!(error, DispatchError::Contract(violation), "{name}");
+        assert!(!error.to_string().contains(INJECTED), "{name}");
+        assert!(!format!("{error:?}").contains(INJECTED), "{name}");
+        assert_eq!((g0.runs(), g1.runs(), tool.calls()), (0, 0, 0), "{name}");
+    }
+}
+
+/// A guard that dispatches the same call again through a dispatcher it was handed (its own
+/// pipeline, or a lease over it), remembers what that gave, then continues.
+struct ReentrantGuard {
+    target: std::sync::OnceLock<Arc<dyn ToolDispatcher>>,
+    nested: std::sync::Mutex<Option<Result<ToolResult, DispatchError>>>,
+}
+
+impl ToolDispatchGuard for ReentrantGuard {
+    fn guard<'a>(
+        &'a self,
+        request: GuardRequest<'a>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        Box::pin(async move {
+            let target = self.target.get().expect("target set").clone();
+            let nested = target
+                .dispatch(DispatchRequest {
+                    cancel: request.cancel,
+                    scope: request.scope,
+                    call: request.call,
+                    reporter: &NoopReporter,
+                })
+                .await;
+            *self.nested.lock().unwrap() = Some(nested);
+            next.run().await
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_guard_cannot_reenter_its_own_pipeline_or_lease() {
+    use agent_core::stage::{StaticToolPlanSource, ToolPlanSource};
+    for through_lease in [false, true] {
+        let name = if through_lease { "lease" } else { "pipeline" };
+        let tool = ScriptedTool::new(definition("read", Profile::ReadOnly));
+        let guard = Arc::new(ReentrantGuard {
+            target: std::sync::OnceLock::new(),
+            nested: std::sync::Mutex::new(None),
+        });
+        let pipeline = compose_pipeline(
+            base_with([&tool]),
+            vec![guard.clone() as Arc<dyn ToolDispatchGuard>],
+            Vec::new(),
+        )
+        .unwrap();
+        let cancel = CancellationToken::new();
+        let call = call("c1", "read", Behaviour::Succeed, Report::Nothing);
+        let outcome = if through_lease {
+            let source = StaticToolPlanSource::new(pipeline.clone()).unwrap();
+            let lease = source.lease_current(&cancel).await.unwrap();
+            let dispatcher = lease.dispatcher();
+            let _ = guard.target.set(dispatcher.clone());
+            let scope = support::scope_for(lease.id().clone(), lease.fingerprint());
+            dispatcher
+                .dispatch(DispatchRequest {
+                    cancel: &cancel,
+                    scope: &scope,
+                    call: &call,
+                    reporter: &NoopReporter,
+                })
+                .await
+        } else {
+            let _ = guard.target.set(pipeline.clone());
+            dispatch(&*pipeline, &call).await
+        };
+        assert!(outcome.is_ok(), "{name}: the outer call runs: {outcome:?}");
+        assert_eq!(
+            guard.nested.lock().unwrap().clone(),
+            Some(Err(DispatchError::Contract(ContractViolation::Reentered))),
+            "{name}"
+        );
+        assert_eq!(tool.calls(), 1, "{name}: the tool ran once");
+    }
+}
+
+#[test]
+fn the_plan_fingerprint_covers_the_guards() {
+    use agent_core::stage::StaticToolPlanSource;
+    struct Named(&'static str);
+    impl ToolDispatchGuard for Named {
+        fn guard<'a>(
+            &'a self,
+            _request: GuardRequest<'a>,
+            next: Next<'a>,
+        ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+            next.run()
+        }
+        fn identity(&self) -> &str {
+            self.0
+        }
+    }
+    let fingerprint = |names: &[&'static str]| {
+        let tool = ScriptedTool::new(definition("read", Profile::ReadOnly));
+        let guards: Guards = names
+            .iter()
+            .map(|n| Arc::new(Named(n)) as Arc<dyn ToolDispatchGuard>)
+            .collect();
+        let pipeline = compose_pipeline(base_with([&tool]), guards, Vec::new()).unwrap();
+        let source = StaticToolPlanSource::new(pipeline).unwrap();
+        source.plan_id().to_string()
+    };
+    let none = fingerprint(&[]);
+    let tool = ScriptedTool::new(definition("read", Profile::ReadOnly));
+    let plain = StaticToolPlanSource::new(base_with([&tool])).unwrap();
+    assert_eq!(none, plain.plan_id().to_string(), "no guards: as before");
+    let a = fingerprint(&["approve"]);
+    assert_ne!(a, none);
+    assert_eq!(a, fingerprint(&["approve"]));
+    assert_ne!(a, fingerprint(&["deny"]));
+    assert_ne!(
+        fingerprint(&["approve", "deny"]),
+        fingerprint(&["deny", "approve"])
     );
 }

@@ -255,6 +255,27 @@ async fn a_lease_rejects_a_scope_naming_another_plan() {
     assert!(!error.is_cancelled());
     assert_eq!(tool.calls(), 0);
 
+    // The same plan id with another fingerprint is not this plan either.
+    let other = format!("sha256:{}", "f".repeat(64));
+    let forged = scope_for(lease.id().clone(), other.clone());
+    let error = dispatcher
+        .dispatch(DispatchRequest {
+            cancel: &cancel,
+            scope: &forged,
+            call: &call,
+            reporter: &NoopReporter,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error,
+        DispatchError::FingerprintMismatch {
+            expected: lease.fingerprint().to_owned(),
+            found: other,
+        }
+    );
+    assert_eq!(tool.calls(), 0);
+
     let own = scope_for(lease.id().clone(), lease.fingerprint());
     let result = dispatcher
         .dispatch(DispatchRequest {

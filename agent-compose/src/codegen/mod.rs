@@ -6,11 +6,13 @@
 //! - [`construction`]: one `async fn` per batch of the [`ConstructionPlan`], each bean's
 //!   factory call with its override and rollback, and the argument for every parameter;
 //! - [`manifest`]: the static `agent_core::compose::Manifest` of the graph;
+//! - [`identity`]: the compiled identity of every bean (`compiled_identities()`);
 //! - [`coherence`]: the check that rejects one type written as two keys;
 //! - [`mod@stub`]: the expansion after an error, so one mistake gives one message.
 
 pub mod coherence;
 pub mod construction;
+pub mod identity;
 pub mod manifest;
 pub mod stub;
 
@@ -168,6 +170,7 @@ pub fn generate(
         quote!(let mut overrides = overrides;)
     };
     let manifest = manifest::manifest(header, beans, resolution);
+    let identities = identity::compiled_identities(beans);
     let key_check = coherence::key_check(beans, current_crate);
     let build_doc = lit(&format!(
         "Builds every bean of [`{app}`] in dependency order. If a factory fails, the cleanups registered so far run in reverse order and the error names the bean."
@@ -211,6 +214,13 @@ pub fn generate(
             /// The graph: every bean, every selection and the construction order.
             #vis fn manifest() -> &'static #compose::Manifest {
                 #manifest
+            }
+
+            /// The compiled identity of every bean, sorted: `<kind>:<name>@<sha256 hex>`
+            /// over its kind, name, factory path and signature. Fixed at compile time; give
+            /// them to `EngineIdentity::new` so every run's plan identity covers the code.
+            #vis fn compiled_identities() -> &'static [&'static str] {
+                #identities
             }
         }
 

@@ -63,6 +63,10 @@ pub fn stub(header: &Header, beans: &[Descriptor]) -> TokenStream {
             #vis fn manifest() -> &'static #compose::Manifest {
                 ::core::unimplemented!("compose! reported errors for this graph")
             }
+            /// Not available: `compose!` reported errors for this graph.
+            #vis fn compiled_identities() -> &'static [&'static str] {
+                ::core::unimplemented!("compose! reported errors for this graph")
+            }
         }
     }
 }

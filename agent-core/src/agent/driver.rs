@@ -3,13 +3,17 @@
 use std::sync::Arc;
 
 use super::definition::AgentDefinition;
+use super::identity::PlanIdentity;
 use super::inner::EngineInner;
+use super::ledger::Release;
 use super::release::release_bounded;
 use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
 use crate::event::EventLog;
-use crate::event::{Event, FailureCode, ToolOutcome, ToolStarted};
+use crate::event::{
+    Event, FailureCode, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted, ToolStartedVersion,
+};
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
 use crate::model::{
@@ -19,7 +23,7 @@ use crate::model::{
 use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
 use crate::stage::ToolPlanLease;
-use crate::stage::{DispatchError, DispatchRequest, DispatchScope};
+use crate::stage::{ContractViolation, DispatchError, DispatchRequest, DispatchScope};
 use crate::text::format_arc;
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
 use std::collections::BTreeSet;
@@ -39,7 +43,7 @@ pub(crate) fn launch(
     runtime: &tokio::runtime::Handle,
     engine: Arc<EngineInner>,
     id: RunId,
-    lease: ToolPlanLease,
+    (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
     log: EventLog,
     cancel: CancellationToken,
     start: Start,
@@ -53,7 +57,15 @@ pub(crate) fn launch(
             (agent, ids, LoopState::resumed(snapshot))
         }
     };
-    let shared = RunShared::new(engine, id, lease, log, cancel, agent, interaction_ids);
+    let shared = RunShared::new(
+        engine,
+        id,
+        (lease, identity),
+        log,
+        cancel,
+        agent,
+        interaction_ids,
+    );
     runtime.spawn(drive(shared.clone(), loop_state));
     Run::new(shared)
 }
@@ -354,7 +366,9 @@ async fn boundary(
             if let Some(data) = data {
                 state.history = data.history;
             }
-            if !resumed {
+            // A cancellation latched behind a local resume applies here, before any
+            // post-boundary work.
+            if !resumed || shared.cancel.is_cancelled() {
                 return Err(RunError::new(FailureCode::Cancelled));
             }
         }
@@ -630,11 +644,14 @@ async fn run_call(
     let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
     let facts = entry.facts.clone();
     let started = Event::ToolStarted(ToolStarted {
+        version: ToolStartedVersion,
         call_id: call_id.clone(),
         name: name.clone(),
         turn,
         plan_id: shared.lease.id().as_arc().clone(),
         plan_fingerprint: shared.lease.fingerprint_arc().clone(),
+        plan_identity: shared.identity.fingerprint_arc().clone(),
+        workspace: shared.identity.workspace_arc().cloned(),
         declared: facts.clone(),
     });
     if let Err(error) = shared.emit(started, false).await {
@@ -688,15 +705,13 @@ async fn run_call(
     match outcome {
         Ok(Ok(result)) => {
             let problem = result.is_problem();
-            let completed = Event::ToolCompleted {
-                call_id: call_id.clone(),
-                name: name.clone(),
-                outcome: if problem {
-                    ToolOutcome::Problem
-                } else {
-                    ToolOutcome::Success
-                },
+            let outcome = if problem {
+                ToolOutcome::Problem
+            } else {
+                ToolOutcome::Success
             };
+            let completed =
+                Event::ToolCompleted(ToolCompleted::new(call_id.clone(), name.clone(), outcome));
             let emitted = shared.emit(completed, true).await;
             let part = Part::ToolResult(ToolResultPart {
                 call_id,
@@ -729,8 +744,18 @@ async fn run_call(
             Err(RunError::with(code, error))
         }
         Err(()) => {
-            emit_tool_failed(shared, call_id, name, FailureCode::Panicked, None).await;
-            Err(RunError::new(FailureCode::Panicked))
+            // A panic inside the dispatch (a layer the plan wraps that no pipeline contained)
+            // is a contract violation of the call, like a tool's or guard's panic.
+            let code = if shared.cancel.is_cancelled() {
+                FailureCode::Cancelled
+            } else {
+                FailureCode::ToolFailed
+            };
+            emit_tool_failed(shared, call_id, name, code, None).await;
+            Err(RunError::with(
+                code,
+                DispatchError::Contract(ContractViolation::LayerPanicked),
+            ))
         }
     }
 }
@@ -744,13 +769,7 @@ async fn emit_tool_failed(
     code: FailureCode,
     execution: Option<(ExecutionState, RetryDisposition)>,
 ) {
-    let failed = Event::ToolFailed {
-        call_id,
-        name,
-        code,
-        state: execution.map(|(state, _)| state),
-        retry: execution.map(|(_, retry)| retry),
-    };
+    let failed = Event::ToolFailed(ToolFailed::new(call_id, name, code, execution));
     let _ = shared.emit(failed, true).await;
 }
 
@@ -882,6 +901,6 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
     shared.log.close();
     // Forget the run before publishing its outcome, so a caller that saw the outcome never
     // finds the id still taken.
-    shared.engine.unregister(&shared.id);
+    shared.engine.unregister(&shared.id, Release::Retire);
     shared.finish(output, data);
 }

@@ -8,8 +8,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::definition::{AgentDefinition, AgentDefinitionError};
 use super::driver::{self, Start};
-use super::ids::{AtomicIdSource, IdSource, Ids};
+use super::identity::{EngineIdentity, PlanIdentity};
+use super::ids::{AtomicIdSource, IdSource, Ids, RUN_PREFIX};
 use super::inner::{EngineInner, Registry};
+use super::ledger::{Refusal, Release, RetireError};
 use super::options::{EngineError, EngineOptions};
 use super::release::{release_bounded, release_in_background, release_quietly};
 use super::run::Run;
@@ -51,6 +53,15 @@ pub enum StartError {
     /// A run with this id is already live in this engine.
     #[error("run `{0}` is already live")]
     DuplicateRun(String),
+    /// This engine already used this run id (the run ended, its preparation was aborted,
+    /// or the id was retired); run ids are never reused.
+    #[error("run id `{0}` was already used by this engine")]
+    RetiredRun(String),
+    /// The run-identity ledger records
+    /// [`MAX_RECORDED_RUN_IDS`](super::MAX_RECORDED_RUN_IDS) ids; an id that needs an
+    /// entry of its own (not from the engine's counter) is refused.
+    #[error("the run-identity ledger is full")]
+    IdentityCapacity,
     /// The event log could not be created.
     #[error(transparent)]
     Log(#[from] LogError),
@@ -66,6 +77,29 @@ pub enum StartError {
     /// Runs execute on a tokio runtime; commit was called outside one.
     #[error("a run must be committed inside a tokio runtime")]
     NoRuntime,
+    /// The snapshot was taken by an engine this one may not continue (checked before any
+    /// plan is leased).
+    #[error("the snapshot cannot be resumed by this engine: {0}")]
+    Incompatible(Incompatibility),
+}
+
+/// Why an engine refuses a snapshot of another engine; see [`EngineIdentity`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Incompatibility {
+    /// This engine has no compatibility identity, or the snapshot names none: snapshots do
+    /// not move between such engines.
+    #[error("a compatibility identity is required on both sides")]
+    NoCompatibilityIdentity,
+    /// The compatibility identities differ.
+    #[error("the compatibility identities differ")]
+    CompatibilityIdentity,
+    /// The compiled identities or the workspace identity differ.
+    #[error("the static identities differ")]
+    StaticIdentity,
+    /// The leased generation's plan identity differs from the snapshot's.
+    #[error("the plan identities differ")]
+    PlanIdentity,
 }
 
 /// Builds an [`Engine`]; see [`Engine::builder`].
@@ -78,6 +112,7 @@ pub struct EngineBuilder {
     broker: Option<Arc<dyn Broker>>,
     observers: Vec<Arc<dyn Observer>>,
     options: EngineOptions,
+    identity: EngineIdentity,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -120,6 +155,28 @@ impl EngineBuilder {
         self
     }
 
+    /// What the application states about the code it runs (default: nothing, which keeps
+    /// snapshots local to this engine); every run's [`PlanIdentity`] covers it.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use agent_core::agent::{Engine, EngineIdentity};
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// // With `compose!`: `EngineIdentity::new(App::compiled_identities())`.
+    /// let identity = EngineIdentity::new(["model_provider:scripted@0a1b"])?.with_compatibility("demo/1")?;
+    /// let engine = Engine::builder(provider, tools).identity(identity.clone()).build()?;
+    /// assert_eq!(engine.identity(), &identity);
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn identity(mut self, identity: EngineIdentity) -> Self {
+        self.identity = identity;
+        self
+    }
+
     /// Validates the options and builds the engine.
     pub fn build(self) -> Result<Engine, EngineError> {
         self.options.validate()?;
@@ -137,6 +194,8 @@ impl EngineBuilder {
                 registry: Mutex::new(Registry::default()),
                 drained: Notify::new(),
                 setup: std::sync::OnceLock::new(),
+                identity: self.identity,
+                plan_identity: std::sync::OnceLock::new(),
             }),
         })
     }
@@ -153,7 +212,7 @@ impl fmt::Debug for Engine {
         let registry = self.inner.registry();
         f.debug_struct("Engine")
             .field("closed", &registry.closed)
-            .field("live_runs", &registry.live.len())
+            .field("live_runs", &registry.ledger.live.len())
             .finish_non_exhaustive()
     }
 }
@@ -169,7 +228,13 @@ impl Engine {
             broker: None,
             observers: Vec::new(),
             options: EngineOptions::default(),
+            identity: EngineIdentity::default(),
         }
+    }
+
+    /// What the application stated about the code this engine runs.
+    pub fn identity(&self) -> &EngineIdentity {
+        &self.inner.identity
     }
 
     /// Validates the input, leases the current tool plan, allocates the run id and builds
@@ -188,8 +253,9 @@ impl Engine {
             return Err(StartError::Closed);
         }
         let lease = self.lease(None).await?;
-        let id = self.inner.ids.next_id("run");
-        let prepared = self.reserve(id, lease, EventLog::new)?;
+        let identity = self.inner.plan_identity_for(&lease);
+        let id = self.inner.ids.next_id(RUN_PREFIX);
+        let prepared = self.reserve(id, Release::Retire, lease, identity, EventLog::new)?;
         Ok(prepared.with_start(Start::Fresh {
             agent: agent.clone(),
             input,
@@ -204,7 +270,12 @@ impl Engine {
 
     /// Prepares a run that continues `snapshot` (suspended, failed or cancelled) under its
     /// own id, after its last event, leasing exactly the plan generation it recorded and
-    /// refusing any other plan (fail closed). Unfinished tool calls are settled first: calls
+    /// refusing any other plan (fail closed). Both engines must have the same non-empty
+    /// compatibility identity and the same static identities ([`EngineIdentity`]), checked
+    /// before the plan is leased, and the leased generation must give the snapshot's plan
+    /// identity ([`StartError::Incompatible`]). The import names its exact id: it is refused
+    /// when that id is live here ([`StartError::DuplicateRun`]) or was already used here
+    /// ([`StartError::RetiredRun`]). Unfinished tool calls are settled first: calls
     /// that never started run, uncertain and replay-unsafe ones are reported to the model as
     /// problems and never run again.
     pub async fn prepare_resume(&self, snapshot: Snapshot) -> Result<PreparedRun, StartError> {
@@ -215,6 +286,25 @@ impl Engine {
         if self.inner.registry().closed {
             return Err(StartError::Closed);
         }
+        // Fail closed before anything is leased: only an engine that shares a non-empty
+        // compatibility identity and the static identities continues another's snapshot.
+        let engine = &self.inner.identity;
+        match (engine.compatibility(), snapshot.compatibility()) {
+            (Some(ours), Some(theirs)) if ours == theirs => {}
+            (Some(_), Some(_)) => {
+                return Err(StartError::Incompatible(
+                    Incompatibility::CompatibilityIdentity,
+                ));
+            }
+            _ => {
+                return Err(StartError::Incompatible(
+                    Incompatibility::NoCompatibilityIdentity,
+                ));
+            }
+        }
+        if engine.static_identity() != snapshot.static_identity() {
+            return Err(StartError::Incompatible(Incompatibility::StaticIdentity));
+        }
         let plan_id = PlanId::new(snapshot.plan_id.clone())
             .map_err(|_| StartError::Snapshot(SnapshotError::Invalid("plan id is invalid")))?;
         let lease = self.lease(Some(&plan_id)).await?;
@@ -222,9 +312,16 @@ impl Engine {
             release_quietly(&lease, self.inner.options.finalization_timeout).await;
             return Err(StartError::PlanChanged(plan_id.to_string()));
         }
+        let identity = self.inner.plan_identity_for(&lease);
+        if identity.fingerprint() != snapshot.plan_identity() {
+            release_quietly(&lease, self.inner.options.finalization_timeout).await;
+            return Err(StartError::Incompatible(Incompatibility::PlanIdentity));
+        }
         let id: Arc<str> = Arc::from(snapshot.run_id());
         let last = snapshot.last_sequence();
-        let prepared = self.reserve(id, lease, |id, limits| EventLog::after(id, last, limits))?;
+        let prepared = self.reserve(id, Release::Forget, lease, identity, |id, limits| {
+            EventLog::after(id, last, limits)
+        })?;
         Ok(prepared.with_start(Start::Resumed(Box::new(snapshot))))
     }
 
@@ -247,24 +344,39 @@ impl Engine {
         }
     }
 
-    /// Checks and reserves the id and creates the log; on failure releases the lease.
+    /// Checks and reserves the id in the ledger and creates the log; on failure releases
+    /// the lease. `release` says what an abort does with the id: a fresh run's is retired,
+    /// an import's reservation is forgotten (the engine never ran it).
     fn reserve(
         &self,
         id: Arc<str>,
+        release: Release,
         lease: ToolPlanLease,
+        identity: Arc<PlanIdentity>,
         log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
     ) -> Result<PreparedRun, StartError> {
         let reserved = match RunId::new(id) {
             Err(_) => Err(StartError::RunId),
             Ok(id) => {
+                let counted = self.inner.ids.counted(id.as_str());
+                let import = release == Release::Forget;
                 let mut registry = self.inner.registry();
-                if registry.closed {
-                    Err(StartError::Closed)
-                } else if registry.live.contains_key(&id) {
-                    Err(StartError::DuplicateRun(id.to_string()))
+                let refusal = if registry.closed {
+                    Some(StartError::Closed)
+                } else if import && registry.ledger.is_retired(&id, counted) {
+                    // The counter handed this id out here and it is not live: it is used.
+                    Some(StartError::RetiredRun(id.to_string()))
                 } else {
-                    registry.live.insert(id.clone(), None);
-                    Ok(id)
+                    match registry.ledger.reserve(&id, counted) {
+                        Ok(()) => None,
+                        Err(Refusal::Live) => Some(StartError::DuplicateRun(id.to_string())),
+                        Err(Refusal::Retired) => Some(StartError::RetiredRun(id.to_string())),
+                        Err(Refusal::Capacity) => Some(StartError::IdentityCapacity),
+                    }
+                };
+                match refusal {
+                    None => Ok(id),
+                    Some(refusal) => Err(refusal),
                 }
             }
         };
@@ -280,13 +392,15 @@ impl Engine {
                 state: Some(Prepared {
                     engine: self.inner.clone(),
                     id,
+                    release,
                     lease,
+                    identity,
                     log,
                     start: None,
                 }),
             }),
             Err(error) => {
-                self.inner.unregister(&id);
+                self.inner.unregister(&id, release);
                 release_in_background(lease, self.inner.options.finalization_timeout);
                 Err(error.into())
             }
@@ -298,19 +412,21 @@ impl Engine {
         let drained = {
             let mut registry = self.inner.registry();
             registry.closed = true;
-            registry.live.is_empty()
+            registry.drained()
         };
         if !drained {
             self.wait_drained().await;
         }
     }
 
-    /// Refuses new runs, cancels every live run and waits until they ended.
+    /// Refuses new runs, cancels every live run and waits until they ended. A paused run
+    /// or a reserved local resume latches the cancellation: shutdown then waits for the
+    /// host's decision (activate or abort, commit or abort).
     pub async fn shutdown(&self) {
         let tokens: Vec<CancellationToken> = {
             let mut registry = self.inner.registry();
             registry.closed = true;
-            registry.live.values().flatten().cloned().collect()
+            registry.tokens()
         };
         for token in tokens {
             token.cancel();
@@ -319,37 +435,120 @@ impl Engine {
     }
 
     async fn wait_drained(&self) {
-        if self.inner.registry().live.is_empty() {
+        if self.inner.registry().drained() {
             return;
         }
         loop {
             let notified = self.inner.drained.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            if self.inner.registry().live.is_empty() {
+            if self.inner.registry().drained() {
                 return;
             }
             notified.await;
         }
     }
 
-    /// How many runs are prepared or running.
+    /// How many runs are prepared, paused, running or suspended.
     pub fn live_runs(&self) -> usize {
-        self.inner.registry().live.len()
+        self.inner.registry().ledger.live.len()
+    }
+
+    /// The ids of the live runs (prepared, paused, running or suspended), sorted.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let agent = AgentDefinition::new("a", "scripted", 2)?;
+    /// let prepared = engine.prepare(&agent, Message::user("hi")?).await?;
+    /// assert_eq!(engine.live_run_ids().iter().map(|id| id.as_str()).collect::<Vec<_>>(), ["run-1"]);
+    /// prepared.abort().await?;
+    /// assert!(engine.live_run_ids().is_empty());
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn live_run_ids(&self) -> Vec<RunId> {
+        let mut ids: Vec<RunId> = self.inner.registry().ledger.live.keys().cloned().collect();
+        ids.sort();
+        ids
+    }
+
+    /// Retires `id` for good: no fresh run takes it and no snapshot naming it is imported
+    /// into this engine. A host calls this once it invalidated a run elsewhere (an exported
+    /// snapshot it will never honour). Idempotent; ids of runs that ended here are retired
+    /// already.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{Engine, RetireError};
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use agent_core::RunId;
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let id = RunId::new("imported-7")?;
+    /// assert!(!engine.is_retired(&id));
+    /// engine.retire(&id)?;
+    /// engine.retire(&id)?; // idempotent
+    /// assert!(engine.is_retired(&id));
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn retire(&self, id: &RunId) -> Result<(), RetireError> {
+        let counted = self.inner.ids.counted(id.as_str());
+        self.inner.registry().ledger.retire(id, counted)
+    }
+
+    /// Whether `id` was used by this engine and is not live: a fresh run never takes it and
+    /// an import naming it is refused.
+    pub fn is_retired(&self, id: &RunId) -> bool {
+        let counted = self.inner.ids.counted(id.as_str());
+        self.inner.registry().ledger.is_retired(id, counted)
     }
 }
 
 struct Prepared {
     engine: Arc<EngineInner>,
     id: RunId,
+    /// What an abort does with the id.
+    release: Release,
     lease: ToolPlanLease,
+    identity: Arc<PlanIdentity>,
     log: EventLog,
     start: Option<Start>,
 }
 
+impl Prepared {
+    /// Releases what was acquired, in the background: closes the log, ends the id and
+    /// releases the lease (bounded by the finalization timeout).
+    fn abort_in_background(self) {
+        self.log.close();
+        self.engine.unregister(&self.id, self.release);
+        release_in_background(self.lease, self.engine.options.finalization_timeout);
+    }
+
+    /// The same, waiting for the lease release.
+    async fn abort(self) -> Result<(), ReleaseError> {
+        self.log.close();
+        self.engine.unregister(&self.id, self.release);
+        release_bounded(&self.lease, self.engine.options.finalization_timeout).await
+    }
+}
+
 /// A run that holds its id, lease and log but has not started: no event, task or provider
-/// call exists yet. Exactly one of [`commit`](Self::commit) or [`abort`](Self::abort)
-/// happens; dropping it aborts.
+/// call exists yet. Exactly one of [`commit`](Self::commit),
+/// [`commit_paused`](Self::commit_paused) or [`abort`](Self::abort) happens; dropping it
+/// aborts.
 pub struct PreparedRun {
     state: Option<Prepared>,
 }
@@ -377,82 +576,211 @@ impl PreparedRun {
 
     /// Starts the run under a child of `root`: cancelling `root` (or calling
     /// [`Run::cancel`]) cancels the run. A root that is already cancelled aborts the
-    /// preparation instead.
+    /// preparation instead. The same as [`commit_paused`](Self::commit_paused) then
+    /// [`PausedRun::activate`].
     pub fn commit(self, root: &CancellationToken) -> Result<Run, StartError> {
+        Ok(self.commit_paused(root)?.activate())
+    }
+
+    /// Registers the run under a child of `root` but keeps it inert: its id is taken and
+    /// listed ([`Engine::live_run_ids`]), and nothing else happens (no event is published;
+    /// no provider, tool, guard, observer or interaction runs) until
+    /// [`PausedRun::activate`]. A cancellation of `root` (or an engine shutdown) meanwhile
+    /// is latched: the run starts cancelled when activated. A root that is already
+    /// cancelled aborts the preparation instead.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let agent = AgentDefinition::new("a", "scripted", 2)?;
+    /// let root = CancellationToken::new();
+    /// let paused = engine.prepare(&agent, Message::user("hi")?).await?.commit_paused(&root)?;
+    /// assert_eq!(engine.live_runs(), 1); // registered, but nothing ran
+    /// let run = paused.activate();
+    /// run.wait().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn commit_paused(self, root: &CancellationToken) -> Result<PausedRun, StartError> {
         if root.is_cancelled() {
             self.abort_now();
             return Err(StartError::Cancelled);
         }
-        self.commit_with(root.child_token())
+        self.commit_paused_with(root.child_token())
     }
 
     fn commit_owned_root(self) -> Result<Run, StartError> {
-        self.commit_with(CancellationToken::new())
+        Ok(self
+            .commit_paused_with(CancellationToken::new())?
+            .activate())
     }
 
-    fn commit_with(mut self, cancel: CancellationToken) -> Result<Run, StartError> {
-        let Some(state) = self.state.take() else {
+    fn commit_paused_with(mut self, cancel: CancellationToken) -> Result<PausedRun, StartError> {
+        let Some(mut state) = self.state.take() else {
             return Err(StartError::Closed);
         };
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            Self::abort_state(state);
+            state.abort_in_background();
             return Err(StartError::NoRuntime);
+        };
+        let Some(start) = state.start.take() else {
+            state.abort_in_background();
+            return Err(StartError::Closed);
         };
         {
             let mut registry = state.engine.registry();
             if registry.closed {
                 drop(registry);
-                Self::abort_state(state);
+                state.abort_in_background();
                 return Err(StartError::Closed);
             }
-            if let Some(slot) = registry.live.get_mut(&state.id) {
+            if let Some(slot) = registry.ledger.live.get_mut(&state.id) {
                 *slot = Some(cancel.clone());
             }
         }
-        let Some(start) = state.start else {
-            state.engine.unregister(&state.id);
-            release_in_background(state.lease, state.engine.options.finalization_timeout);
-            return Err(StartError::Closed);
-        };
-        Ok(driver::launch(
-            &runtime,
-            state.engine,
-            state.id,
-            state.lease,
-            state.log,
-            cancel,
-            start,
-        ))
+        Ok(PausedRun {
+            state: Some(Paused {
+                prepared: state,
+                start,
+                cancel,
+                runtime,
+            }),
+        })
     }
 
-    /// Releases the lease (bounded by the finalization timeout), forgets the id and closes
-    /// the log, exactly once.
+    /// Releases the lease (bounded by the finalization timeout), ends the id (a fresh run's
+    /// id is retired; an import's reservation is forgotten) and closes the log, exactly
+    /// once. Nothing is published.
     pub async fn abort(mut self) -> Result<(), ReleaseError> {
         let Some(state) = self.state.take() else {
             return Ok(());
         };
-        state.log.close();
-        state.engine.unregister(&state.id);
-        release_bounded(&state.lease, state.engine.options.finalization_timeout).await
+        state.abort().await
     }
 
     fn abort_now(mut self) {
         if let Some(state) = self.state.take() {
-            Self::abort_state(state);
+            state.abort_in_background();
         }
-    }
-
-    fn abort_state(state: Prepared) {
-        state.log.close();
-        state.engine.unregister(&state.id);
-        release_in_background(state.lease, state.engine.options.finalization_timeout);
     }
 }
 
 impl Drop for PreparedRun {
     fn drop(&mut self) {
         if let Some(state) = self.state.take() {
-            Self::abort_state(state);
+            state.abort_in_background();
+        }
+    }
+}
+
+struct Paused {
+    prepared: Prepared,
+    start: Start,
+    cancel: CancellationToken,
+    runtime: tokio::runtime::Handle,
+}
+
+/// A committed run held inert behind the host's decision: registered (its id is taken and
+/// listed) but nothing has happened, and a cancellation meanwhile is latched. Exactly one of
+/// [`activate`](Self::activate) or [`abort`](Self::abort) happens; dropping it aborts.
+pub struct PausedRun {
+    state: Option<Paused>,
+}
+
+impl fmt::Debug for PausedRun {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PausedRun")
+            .field("run_id", &self.run_id())
+            .field("cancelled", &self.is_cancelled())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PausedRun {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        self.state.as_ref().map_or("", |s| s.prepared.id.as_str())
+    }
+
+    /// Whether a cancellation (of the root, or by an engine shutdown) is latched: the run
+    /// will start cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.state.as_ref().is_some_and(|s| s.cancel.is_cancelled())
+    }
+
+    /// Starts the run under the cancellation committed with it. A latched cancellation
+    /// applies at once: the log is `run.started` (for a fresh run) then `run.cancelled`, and
+    /// no provider, tool or guard runs.
+    pub fn activate(mut self) -> Run {
+        let Some(Paused {
+            prepared,
+            start,
+            cancel,
+            runtime,
+        }) = self.state.take()
+        else {
+            unreachable!("a paused run is activated or aborted once, by value")
+        };
+        driver::launch(
+            &runtime,
+            prepared.engine,
+            prepared.id,
+            (prepared.lease, prepared.identity),
+            prepared.log,
+            cancel,
+            start,
+        )
+    }
+
+    /// Never starts the run: releases the lease (bounded by the finalization timeout),
+    /// ends the id (a fresh run's id is retired; an import's reservation is forgotten) and
+    /// closes the log, exactly once. Nothing is ever published.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use agent_core::RunId;
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let agent = AgentDefinition::new("a", "scripted", 2)?;
+    /// let paused = engine.prepare(&agent, Message::user("hi")?).await?.commit_paused(&CancellationToken::new())?;
+    /// let id = RunId::new(paused.run_id())?;
+    /// paused.abort().await?;
+    /// assert_eq!(engine.live_runs(), 0);
+    /// assert!(engine.is_retired(&id)); // never reused
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn abort(mut self) -> Result<(), ReleaseError> {
+        let Some(state) = self.state.take() else {
+            return Ok(());
+        };
+        state.prepared.abort().await
+    }
+}
+
+impl Drop for PausedRun {
+    fn drop(&mut self) {
+        if let Some(state) = self.state.take() {
+            state.prepared.abort_in_background();
         }
     }
 }

@@ -28,6 +28,11 @@ impl AtomicIdSource {
     pub const fn new() -> Self {
         AtomicIdSource(AtomicU64::new(0))
     }
+
+    /// How many ids it has handed out.
+    fn issued(&self) -> u64 {
+        self.0.load(Ordering::Relaxed)
+    }
 }
 
 impl IdSource for AtomicIdSource {
@@ -43,11 +48,54 @@ pub(super) enum Ids {
     Custom(Arc<dyn IdSource>),
 }
 
+/// The prefix of the engine's own run ids.
+pub(super) const RUN_PREFIX: &str = "run";
+
 impl Ids {
+    /// Whether the engine's own counter already handed out `id` (`run-<n>`, `n` written
+    /// without leading zeros, at most the counter): such an id needs no ledger entry to be
+    /// known as issued.
+    pub(super) fn counted(&self, id: &str) -> bool {
+        let Ids::Counter(counter) = self else {
+            return false;
+        };
+        let Some(number) = id
+            .strip_prefix(RUN_PREFIX)
+            .and_then(|rest| rest.strip_prefix('-'))
+        else {
+            return false;
+        };
+        let canonical = !number.is_empty()
+            && number.bytes().all(|b| b.is_ascii_digit())
+            && !number.starts_with('0');
+        canonical && number.parse::<u64>().is_ok_and(|n| n <= counter.issued())
+    }
+
     pub(super) fn next_id(&self, prefix: &str) -> Arc<str> {
         match self {
             Ids::Counter(counter) => counter.next_id(prefix),
             Ids::Custom(source) => source.next_id(prefix),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ids_the_counter_issued_are_counted() {
+        let ids = Ids::Counter(AtomicIdSource::new());
+        assert!(!ids.counted("run-1"));
+        assert_eq!(&*ids.next_id(RUN_PREFIX), "run-1");
+        assert!(ids.counted("run-1"));
+        for other in [
+            "run-2", "run-01", "run-", "run1", "job-1", "run-+1", "run-1 ",
+        ] {
+            assert!(!ids.counted(other), "{other}");
+        }
+        let custom = Ids::Custom(Arc::new(AtomicIdSource::new()));
+        let _ = custom.next_id(RUN_PREFIX);
+        assert!(!custom.counted("run-1"));
     }
 }

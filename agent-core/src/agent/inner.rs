@@ -1,25 +1,39 @@
 //! The engine state every run shares: provider, clock, observers, options, and the registry
 //! of live runs.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::Ids;
+use super::ledger::{Ledger, Release};
 use super::options::EngineOptions;
 use crate::event::{Clock, Observer};
 use crate::interaction::{Broker, UnavailableBroker};
 use crate::model::ModelProvider;
 use crate::run_id::RunId;
-use crate::stage::ToolPlans;
+use crate::stage::{ToolPlanLease, ToolPlans};
 
-/// The engine's registry of live runs: ids for duplicate detection and tokens for shutdown.
+/// The engine's registry: the run-identity ledger (live runs with the tokens shutdown
+/// cancels, and retired ids) and whether new runs are refused.
 #[derive(Default)]
 pub(super) struct Registry {
     pub(super) closed: bool,
-    pub(super) live: HashMap<RunId, Option<CancellationToken>>,
+    pub(super) ledger: Ledger,
+}
+
+impl Registry {
+    /// Whether no run is live.
+    pub(super) fn drained(&self) -> bool {
+        self.ledger.live.is_empty()
+    }
+
+    /// The shutdown tokens of the committed live runs.
+    pub(super) fn tokens(&self) -> Vec<CancellationToken> {
+        self.ledger.live.values().flatten().cloned().collect()
+    }
 }
 
 /// What an engine shares with each of its runs.
@@ -35,11 +49,28 @@ pub(crate) struct EngineInner {
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     pub(super) setup: std::sync::OnceLock<CancellationToken>,
+    /// What the application said about the code it runs.
+    pub(super) identity: EngineIdentity,
+    /// The plan identity of the first generation leased, reused while leases are of it
+    /// (always, for a static plan), so a run pays no hashing for it.
+    pub(super) plan_identity: std::sync::OnceLock<Arc<PlanIdentity>>,
 }
 
 impl EngineInner {
     pub(super) fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The plan identity of a run over `lease`.
+    pub(super) fn plan_identity_for(&self, lease: &ToolPlanLease) -> Arc<PlanIdentity> {
+        let first = self
+            .plan_identity
+            .get_or_init(|| Arc::new(PlanIdentity::of(&self.identity, lease)));
+        if first.describes(lease) {
+            first.clone()
+        } else {
+            Arc::new(PlanIdentity::of(&self.identity, lease))
+        }
     }
 
     /// Who answers interactions.
@@ -50,13 +81,14 @@ impl EngineInner {
         }
     }
 
-    /// Forgets a run that ended or was aborted.
-    pub(crate) fn unregister(&self, id: &RunId) {
+    /// Ends a live id: a run that ended or was aborted.
+    pub(crate) fn unregister(&self, id: &RunId, release: Release) {
+        let counted = self.ids.counted(id.as_str());
         let mut registry = self.registry();
-        registry.live.remove(id);
+        registry.ledger.release(id, release, counted);
         // Only `close` and `shutdown` wait for the registry to drain, and they mark it
         // closed first.
-        let wake = registry.closed && registry.live.is_empty();
+        let wake = registry.closed && registry.drained();
         drop(registry);
         if wake {
             self.drained.notify_waiters();

@@ -59,6 +59,9 @@ pub enum EngineError {
     /// An option is out of range.
     #[error("invalid engine options: {0}")]
     InvalidOptions(&'static str),
+    /// The engine identity is invalid.
+    #[error(transparent)]
+    Identity(#[from] super::IdentityError),
 }
 
 #[cfg(test)]

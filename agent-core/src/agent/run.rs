@@ -8,6 +8,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::definition::AgentDefinition;
+use super::identity::PlanIdentity;
 use super::inner::EngineInner;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
 use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
@@ -121,6 +122,9 @@ pub enum SuspendError {
     /// [`Run::resume`] was called on a run that is not suspended.
     #[error("the run is not suspended")]
     NotSuspended,
+    /// A [`LocalResume`] holds the suspended boundary; its commit or abort decides.
+    #[error("a local resume is already reserved")]
+    ResumeReserved,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +146,9 @@ pub(crate) struct SnapshotData {
 
 struct RunState {
     status: RunStatus,
+    /// A [`LocalResume`] holds the suspended boundary: the run stays suspended, and a
+    /// cancellation waits behind the reservation's decision.
+    resume_reserved: bool,
     /// Some `suspend()` call has reported the current parking as done; from then on only
     /// `resume()` or cancellation may end it.
     suspension_acknowledged: bool,
@@ -191,6 +198,8 @@ pub(crate) struct RunShared {
     pub(crate) cancel: CancellationToken,
     pub(crate) log: EventLog,
     pub(crate) lease: ToolPlanLease,
+    /// What the run executes: the engine's static identity and the leased generation.
+    pub(crate) identity: Arc<PlanIdentity>,
     pub(crate) agent: AgentDefinition,
     /// Serializes emission, so sequence numbers, the log and observers agree on one order.
     emit_lock: tokio::sync::Mutex<()>,
@@ -207,7 +216,7 @@ impl RunShared {
     pub(crate) fn new(
         engine: Arc<EngineInner>,
         id: RunId,
-        lease: ToolPlanLease,
+        (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
         log: EventLog,
         cancel: CancellationToken,
         agent: AgentDefinition,
@@ -219,11 +228,13 @@ impl RunShared {
             cancel,
             log,
             lease,
+            identity,
             agent,
             emit_lock: tokio::sync::Mutex::new(()),
             emission_failure: Mutex::new(None),
             state: Mutex::new(RunState {
                 status: RunStatus::Running,
+                resume_reserved: false,
                 suspension_acknowledged: false,
                 finishing: false,
                 suspend: SuspendSlot::Idle,
@@ -357,23 +368,33 @@ impl RunShared {
         None
     }
 
-    /// Waits while suspended; `Err(())` when the run was cancelled meanwhile. Gives the
-    /// snapshot data back so the loop continues with it.
+    /// Waits while suspended; `false` when the run was cancelled meanwhile. Gives the
+    /// snapshot data back so the loop continues with it. While a local resume is reserved,
+    /// a cancellation is latched: only the reservation's commit or abort ends the wait.
     pub(crate) async fn wait_while_suspended(&self) -> (Option<SnapshotData>, bool) {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
+            let reserved = {
                 let mut state = self.state();
                 if state.status != RunStatus::Suspended {
                     return (state.data.take(), true);
                 }
+                state.resume_reserved
+            };
+            if reserved {
+                notified.await;
+                continue;
             }
             tokio::select! {
                 () = &mut notified => {}
                 () = self.cancel.cancelled() => {
                     let mut state = self.state();
+                    if state.resume_reserved {
+                        // Reserved since the check above: the cancellation waits.
+                        continue;
+                    }
                     state.status = RunStatus::Running;
                     return (state.data.take(), false);
                 }
@@ -584,6 +605,12 @@ impl Run {
         self.shared.lease.fingerprint()
     }
 
+    /// What the run executes: the engine's static identity and the leased generation with
+    /// its definitions, as one identity. A resumed run has its snapshot's.
+    pub fn plan_identity(&self) -> &PlanIdentity {
+        &self.shared.identity
+    }
+
     /// The run's authoritative event log: replay pages and live subscriptions.
     pub fn events(&self) -> &EventLog {
         &self.shared.log
@@ -664,23 +691,94 @@ impl Run {
         }
     }
 
-    /// Continues a suspended run in place. Its snapshot can no longer be exported.
+    /// Continues a suspended run in place. Its snapshot can no longer be exported. The same
+    /// as [`prepare_local_resume`](Self::prepare_local_resume) then
+    /// [`LocalResume::commit`].
     pub fn resume(&self) -> Result<(), SuspendError> {
+        self.prepare_local_resume()?.commit();
+        Ok(())
+    }
+
+    /// Reserves the exact suspended boundary for a decision: the run stays suspended and
+    /// nothing happens until [`LocalResume::commit`] (the run continues from the boundary)
+    /// or [`LocalResume::abort`] (the run is suspended exactly as before: its snapshot is
+    /// byte-identical). Meanwhile a cancellation (of the run, or by an engine shutdown) is
+    /// latched and no snapshot is exported; after a commit the run goes straight to
+    /// `run.cancelled` without post-boundary work, after an abort the suspended run is
+    /// cancelled as usual. Takes no time and does no I/O, so a host can durably invalidate
+    /// an exported snapshot between the reservation and the commit.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine, RunStatus};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ModelRequest, ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// # use agent_core::tool::*;
+    /// # struct Echo(Definition);
+    /// # impl Tool for Echo {
+    /// #     fn definition(&self) -> &Definition { &self.0 }
+    /// #     fn execute<'a>(&'a self, call: Call, _ctx: ToolContext<'a>) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
+    /// #         Box::pin(async move { Ok(ToolResult::success(call.id(), "ok")) })
+    /// #     }
+    /// # }
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let echo = Definition::builder("echo", "Echoes.").effect(Effect::ReadOnly).replay_safety(ReplaySafety::Safe).build()?;
+    /// # let tools = BTreeMap::from([("echo".to_owned(), Arc::new(Echo(echo)) as Arc<dyn Tool>)]);
+    /// # let provider = Arc::new(ScriptedProvider::new(|request: &ModelRequest| {
+    /// #     if request.messages().len() == 1 {
+    /// #         vec![StreamEvent::ToolCall(Call::new("c1", "echo", serde_json::json!({})).unwrap()), StreamEvent::Completed { usage: Usage::new(1, 1) }]
+    /// #     } else {
+    /// #         vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]
+    /// #     }
+    /// # }));
+    /// # let engine = Engine::builder(provider, StaticToolPlanSource::from_dispatcher(Dispatcher::new(tools)?)).build()?;
+    /// let run = engine.start(&AgentDefinition::new("a", "scripted", 3)?, Message::user("hi")?).await?;
+    /// run.suspend().await?;
+    /// let before = run.snapshot()?.to_json();
+    ///
+    /// let reservation = run.prepare_local_resume()?;
+    /// assert!(run.snapshot().is_err()); // reserved: nothing is exported
+    /// reservation.abort();
+    /// assert_eq!(run.snapshot()?.to_json(), before); // exactly as it was
+    ///
+    /// run.prepare_local_resume()?.commit(); // continues from the boundary
+    /// run.wait().await?;
+    /// assert_eq!(run.status(), RunStatus::Completed);
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn prepare_local_resume(&self) -> Result<LocalResume, SuspendError> {
         let mut state = self.shared.state();
         if state.status != RunStatus::Suspended {
             return Err(SuspendError::NotSuspended);
         }
-        state.status = RunStatus::Running;
-        drop(state);
-        self.shared.notify();
-        Ok(())
+        if state.resume_reserved {
+            return Err(SuspendError::ResumeReserved);
+        }
+        if self.shared.cancel.is_cancelled() {
+            // The run is on its way to `run.cancelled`; there is no boundary to reserve.
+            return Err(SuspendError::Finished);
+        }
+        state.resume_reserved = true;
+        // The parking is now the reservation's to end; a withdrawn suspend() must not.
+        state.suspension_acknowledged = true;
+        Ok(LocalResume {
+            shared: Some(self.shared.clone()),
+        })
     }
 
-    /// A snapshot of the run: while suspended (status `suspended`) or after it ended.
+    /// A snapshot of the run: while suspended (status `suspended`) or after it ended. Not
+    /// while a local resume is reserved ([`SnapshotError::ResumeReserved`]).
     pub fn snapshot(&self) -> Result<Snapshot, SnapshotError> {
         let state = self.shared.state();
         if state.active_interactions > 0 {
             return Err(SnapshotError::InteractionsActive(state.active_interactions));
+        }
+        if state.resume_reserved {
+            return Err(SnapshotError::ResumeReserved);
         }
         let Some(data) = &state.data else {
             return Err(SnapshotError::NotAtBoundary);
@@ -697,6 +795,10 @@ impl Run {
             history: data.history.as_ref().clone(),
             plan_id: self.shared.lease.id().to_string(),
             plan_fingerprint: self.shared.lease.fingerprint().to_owned(),
+            plan_identity: self.shared.identity.fingerprint().to_owned(),
+            static_identity: self.shared.identity.static_identity().to_owned(),
+            compatibility: self.shared.identity.compatibility().map(str::to_owned),
+            workspace: self.shared.identity.workspace().map(str::to_owned),
             last_sequence: self.shared.log.last_sequence(),
             usage: data.usage,
             unfinished_calls: data.unfinished.clone(),
@@ -712,6 +814,66 @@ impl Run {
         cancel: &CancellationToken,
     ) -> Result<InteractionResponse, InteractionError> {
         self.shared.interact(request, cancel).await
+    }
+}
+
+/// The reserved suspended boundary of a run; see [`Run::prepare_local_resume`]. Exactly one
+/// of [`commit`](Self::commit) or [`abort`](Self::abort) happens; dropping it aborts.
+pub struct LocalResume {
+    shared: Option<Arc<RunShared>>,
+}
+
+impl fmt::Debug for LocalResume {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LocalResume")
+            .field("run_id", &self.run_id())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalResume {
+    /// The run's id.
+    pub fn run_id(&self) -> &str {
+        self.shared.as_ref().map_or("", |s| s.id.as_str())
+    }
+
+    /// The sequence number the run's next event will get.
+    pub fn next_sequence(&self) -> u64 {
+        self.shared
+            .as_ref()
+            .map_or(0, |s| s.log.last_sequence().saturating_add(1))
+    }
+
+    /// Continues the run from the reserved boundary; its suspended snapshot can no longer
+    /// be exported. A latched cancellation applies at once: the run ends `run.cancelled`
+    /// without starting another turn.
+    pub fn commit(mut self) {
+        if let Some(shared) = self.shared.take() {
+            let mut state = shared.state();
+            state.resume_reserved = false;
+            state.status = RunStatus::Running;
+            drop(state);
+            shared.notify();
+        }
+    }
+
+    /// Gives the boundary back: the run is suspended exactly as before (its snapshot is
+    /// byte-identical), and a latched cancellation now cancels it.
+    pub fn abort(mut self) {
+        self.release();
+    }
+
+    fn release(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            shared.state().resume_reserved = false;
+            shared.notify();
+        }
+    }
+}
+
+impl Drop for LocalResume {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

@@ -14,7 +14,7 @@ use crate::tool::{Effect, ReplaySafety, RetryDisposition};
 
 /// The snapshot format this version writes and reads. Other versions are refused, never
 /// upgraded silently.
-pub const SNAPSHOT_VERSION: &str = "agent-core.snapshot/v1";
+pub const SNAPSHOT_VERSION: &str = "agent-core.snapshot/v2";
 
 /// Largest encoded snapshot, in bytes.
 pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
@@ -107,6 +107,9 @@ pub enum SnapshotError {
     /// A snapshot cannot be taken while interactions are open.
     #[error("a snapshot cannot be taken while {0} interaction(s) are open")]
     InteractionsActive(u32),
+    /// A local resume holds the suspended boundary; its commit or abort decides.
+    #[error("a snapshot cannot be taken while a local resume is reserved")]
+    ResumeReserved,
 }
 
 /// A run's state at a turn boundary or after it ended: everything needed to resume it, and
@@ -126,6 +129,16 @@ pub struct Snapshot {
     pub(crate) history: Vec<Message>,
     pub(crate) plan_id: String,
     pub(crate) plan_fingerprint: String,
+    /// The run's [`PlanIdentity`](super::PlanIdentity) fingerprint.
+    pub(crate) plan_identity: String,
+    /// The engine's static identity.
+    pub(crate) static_identity: String,
+    /// The engine's snapshot-compatibility identity, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) compatibility: Option<String>,
+    /// The engine's workspace identity, if set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) workspace: Option<String>,
     pub(crate) last_sequence: u64,
     pub(crate) usage: Usage,
     pub(crate) unfinished_calls: Vec<UnfinishedCall>,
@@ -166,6 +179,26 @@ impl Snapshot {
     /// The leased plan's fingerprint; resuming requires an identical plan.
     pub fn plan_fingerprint(&self) -> &str {
         &self.plan_fingerprint
+    }
+
+    /// The run's plan identity ([`PlanIdentity::fingerprint`](super::PlanIdentity::fingerprint)).
+    pub fn plan_identity(&self) -> &str {
+        &self.plan_identity
+    }
+
+    /// The static identity of the engine that took it.
+    pub fn static_identity(&self) -> &str {
+        &self.static_identity
+    }
+
+    /// The snapshot-compatibility identity of the engine that took it, if set.
+    pub fn compatibility(&self) -> Option<&str> {
+        self.compatibility.as_deref()
+    }
+
+    /// The workspace identity of the engine that took it, if set.
+    pub fn workspace(&self) -> Option<&str> {
+        self.workspace.as_deref()
     }
 
     /// The sequence number of the last event; a resumed run continues after it.
@@ -232,6 +265,28 @@ impl Snapshot {
         }
         if !crate::stage::is_sha256_fingerprint(&self.plan_fingerprint) {
             return Err(Invalid("plan fingerprint is invalid"));
+        }
+        if !crate::stage::is_sha256_fingerprint(&self.plan_identity)
+            || !crate::stage::is_sha256_fingerprint(&self.static_identity)
+        {
+            return Err(Invalid(
+                "plan and static identities must be sha256 fingerprints",
+            ));
+        }
+        let compatible = self.compatibility.as_ref().is_none_or(|c| {
+            super::EngineIdentity::default()
+                .with_compatibility(c)
+                .is_ok()
+        });
+        if !compatible {
+            return Err(Invalid("compatibility identity is invalid"));
+        }
+        if self
+            .workspace
+            .as_ref()
+            .is_some_and(|w| !crate::stage::is_sha256_fingerprint(w))
+        {
+            return Err(Invalid("workspace identity is invalid"));
         }
         if self.last_sequence == 0 {
             return Err(Invalid("last sequence must be positive"));

@@ -19,7 +19,9 @@ use crate::tool::{
 
 /// Who is dispatching: the run, its turn, the tool plan the run leased, and the run-bound
 /// [`Requester`] through which guards may ask the user. Every layer of a pipeline sees the
-/// same scope; a plan lease rejects a scope that names another plan.
+/// same scope: an assembled pipeline keeps the scope it was called with and fails the call
+/// with [`ContractViolation::ScopeSubstituted`] when another one reaches its guards; a plan
+/// lease rejects a scope that names another plan id or fingerprint.
 #[derive(Clone)]
 pub struct DispatchScope {
     run_id: RunId,
@@ -199,6 +201,18 @@ pub enum ContractViolation {
         /// Content size.
         size: usize,
     },
+    /// A layer above the guards (a decorator, or the dispatcher a plan wraps) panicked while
+    /// dispatching; the panic was contained and the call failed.
+    #[error("a tool dispatch layer panicked")]
+    LayerPanicked,
+    /// The scope that reached the guards is not the one the pipeline was called with: a
+    /// layer substituted it. No guard or tool code ran.
+    #[error("the dispatch scope was substituted inside the pipeline")]
+    ScopeSubstituted,
+    /// A dispatch re-entered the pipeline it is running in (a guard dispatching through its
+    /// own pipeline or plan lease). The nested call ran no guard or tool code.
+    #[error("a dispatch re-entered its own pipeline")]
+    Reentered,
 }
 
 /// Execution and progress reporting both failed. Its cancellation status comes from the
@@ -270,6 +284,14 @@ pub enum DispatchError {
         /// The scope's plan.
         found: String,
     },
+    /// A plan lease received a scope naming its plan id with another fingerprint.
+    #[error("dispatch scope names fingerprint `{found}` but the lease has `{expected}`")]
+    FingerprintMismatch {
+        /// The lease's fingerprint.
+        expected: String,
+        /// The scope's fingerprint.
+        found: String,
+    },
 }
 
 impl DispatchError {
@@ -333,6 +355,13 @@ pub trait ToolDispatcher: Send + Sync {
     #[doc(hidden)]
     fn is_composed(&self) -> bool {
         false
+    }
+
+    /// The digest of the guards an assembled pipeline runs (`None` when it runs none), which
+    /// a plan's fingerprint covers.
+    #[doc(hidden)]
+    fn guard_digest(&self) -> Option<&str> {
+        None
     }
 }
 
@@ -638,5 +667,9 @@ impl<T: ToolDispatcher + ?Sized> ToolDispatcher for Arc<T> {
 
     fn is_composed(&self) -> bool {
         (**self).is_composed()
+    }
+
+    fn guard_digest(&self) -> Option<&str> {
+        (**self).guard_digest()
     }
 }

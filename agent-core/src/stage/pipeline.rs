@@ -7,9 +7,19 @@
 //! Guards (the permission seam) sit innermost, right above the base dispatcher; trusted
 //! decorators wrap them. Every layer is frozen to the base's definition snapshot, so no
 //! wrapper can dispatch an undeclared tool, and no decorator may change the definition set.
+//!
+//! The trust boundary: the composed layer binds the scope it was called with to the call
+//! (a task-local binding that lives exactly as long as the call's future), and the guarded
+//! layer refuses the call unless the scope that reaches it is that one, by value (run id,
+//! turn, plan id, plan fingerprint) and bound by this very pipeline. So a decorator cannot
+//! hand its guards a forged scope, a dispatch that a decorator moves to another task finds no
+//! binding and fails closed, and a guard that dispatches through its own pipeline (or a plan
+//! lease over it) while it evaluates finds its own binding and is refused before anything
+//! runs. Panics of decorators are contained here too and fail the call.
 
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::dispatch::{
     ContractViolation, DispatchError, DispatchRequest, DispatchScope, SnapshotDispatcher,
@@ -52,7 +62,9 @@ impl fmt::Debug for GuardRequest<'_> {
 
 /// The permission seam: decides whether a call may run. A guard either calls
 /// [`Next::run`] (once: it takes `self`, so a second call does not compile) or answers
-/// without running the tool, typically with a model-visible [`ToolResult::problem`].
+/// without running the tool, typically with a model-visible [`ToolResult::problem`]. A guard
+/// that dispatches through its own pipeline while it evaluates gets
+/// [`ContractViolation::Reentered`] and nothing runs.
 ///
 /// ```
 /// use agent_core::stage::{DispatchError, GuardRequest, Next, ToolDispatchGuard};
@@ -78,6 +90,14 @@ pub trait ToolDispatchGuard: Send + Sync {
         request: GuardRequest<'a>,
         next: Next<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>>;
+
+    /// What this guard is, for the plan fingerprint (a plan's fingerprint covers its guards
+    /// in order). The default is the implementing type's name, which is fixed for one build;
+    /// override it to name a configuration too (two guards of one type that decide
+    /// differently should say so).
+    fn identity(&self) -> &str {
+        std::any::type_name::<Self>()
+    }
 }
 
 /// The rest of the pipeline below a guard: the remaining guards, then the base dispatcher.
@@ -160,9 +180,32 @@ impl fmt::Debug for Next<'_> {
     }
 }
 
+/// Which pipeline bound a call, and the scope it was called with.
+struct Binding {
+    pipeline: u64,
+    scope: DispatchScope,
+}
+
+tokio::task_local! {
+    /// The binding of the call whose future is being polled on this task.
+    static BOUND: Binding;
+}
+
+/// Tells pipelines apart; never reused within a process.
+static NEXT_PIPELINE: AtomicU64 = AtomicU64::new(1);
+
+/// Whether the call being polled on this task was bound by `pipeline`, and with which
+/// scope. `None`: no binding at all.
+fn bound_scope_matches(pipeline: u64, scope: &DispatchScope) -> Option<bool> {
+    BOUND
+        .try_with(|binding| binding.pipeline == pipeline && binding.scope == *scope)
+        .ok()
+}
+
 /// Runs the guards in order above the base dispatcher. Guards see the snapshot taken at
-/// composition, never what the base reports later.
+/// composition, never what the base reports later, and only the scope the pipeline bound.
 struct GuardedDispatcher {
+    pipeline: u64,
     base: Arc<dyn ToolDispatcher>,
     definitions: Arc<[Definition]>,
     guards: Vec<Arc<dyn ToolDispatchGuard>>,
@@ -177,6 +220,11 @@ impl ToolDispatcher for GuardedDispatcher {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        if bound_scope_matches(self.pipeline, request.scope) != Some(true) {
+            return Box::pin(async {
+                Err(DispatchError::Contract(ContractViolation::ScopeSubstituted))
+            });
+        }
         let Some(definition) = self.definition(request.call.name()) else {
             let name = request.call.name().to_owned();
             return Box::pin(async move { Err(DispatchError::Undeclared { name }) });
@@ -192,9 +240,13 @@ impl ToolDispatcher for GuardedDispatcher {
     }
 }
 
-/// The outermost layer; marks the pipeline as composed.
+/// The outermost layer; marks the pipeline as composed, binds each call's scope, refuses
+/// re-entry and contains the panics of the decorators below it.
 struct ComposedDispatcher {
+    pipeline: u64,
     inner: Arc<dyn ToolDispatcher>,
+    /// `sha256` hex over the guards' identities, in order; `None` without guards.
+    guard_digest: Option<Box<str>>,
 }
 
 impl ToolDispatcher for ComposedDispatcher {
@@ -206,11 +258,40 @@ impl ToolDispatcher for ComposedDispatcher {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        self.inner.dispatch(request)
+        let panicked = || DispatchError::Contract(ContractViolation::LayerPanicked);
+        Box::pin(async move {
+            // Checked where the call is polled, so a call created outside and awaited inside
+            // a guard is refused as well.
+            let reentered = BOUND
+                .try_with(|binding| binding.pipeline == self.pipeline)
+                .unwrap_or(false);
+            if reentered {
+                return Err(DispatchError::Contract(ContractViolation::Reentered));
+            }
+            let binding = Binding {
+                pipeline: self.pipeline,
+                scope: request.scope.clone(),
+            };
+            BOUND
+                .scope(binding, async move {
+                    let Ok(future) = contained(|| self.inner.dispatch(request)) else {
+                        return Err(panicked());
+                    };
+                    match CatchUnwind::new(future).await {
+                        Ok(outcome) => outcome,
+                        Err(Panicked) => Err(panicked()),
+                    }
+                })
+                .await
+        })
     }
 
     fn is_composed(&self) -> bool {
         true
+    }
+
+    fn guard_digest(&self) -> Option<&str> {
+        self.guard_digest.as_deref()
     }
 }
 
@@ -239,11 +320,23 @@ pub enum PipelineError {
         /// The decorator's position.
         index: usize,
     },
+    /// The base dispatcher panicked while reporting its definitions; the panic was
+    /// contained.
+    #[error("the base tool dispatcher panicked while reporting its definitions")]
+    BasePanicked,
+    /// A guard panicked while reporting its identity; the panic was contained.
+    #[error("tool dispatch guard #{index} panicked while reporting its identity")]
+    GuardIdentityPanicked {
+        /// The guard's position.
+        index: usize,
+    },
 }
 
 /// Assembles the pipeline once: guards innermost (in order, `guards[0]` first), then the
 /// decorators (`decorators[0]` outermost), every layer frozen to the base's definitions.
 /// Composing an already composed pipeline again is an error unless both lists are empty.
+/// Every call into a layer made here (the base's and each decorator's definitions, each
+/// wrap, each guard's identity) is panic-contained and fails with a [`PipelineError`].
 ///
 /// ```
 /// use std::collections::BTreeMap;
@@ -260,19 +353,38 @@ pub fn compose_pipeline(
     guards: Vec<Arc<dyn ToolDispatchGuard>>,
     decorators: Vec<Arc<dyn ToolDispatchDecorator>>,
 ) -> Result<Arc<dyn ToolDispatcher>, PipelineError> {
-    if base.is_composed() {
+    // Everything the wrapped layers are asked here runs inside panic containment: a
+    // panicking layer fails composition with a typed error instead of unwinding into the
+    // caller.
+    let composed = contained(|| base.is_composed()).map_err(|()| PipelineError::BasePanicked)?;
+    if composed {
         return if guards.is_empty() && decorators.is_empty() {
             Ok(base)
         } else {
             Err(PipelineError::AlreadyComposed)
         };
     }
-    let snapshot: Arc<[Definition]> = base.definitions().into();
+    let snapshot: Arc<[Definition]> =
+        contained(|| base.definitions().into()).map_err(|()| PipelineError::BasePanicked)?;
     let fingerprints: Vec<(String, String)> = snapshot
         .iter()
         .map(|d| (d.name().to_owned(), d.fingerprint()))
         .collect();
+    let guard_digest = if guards.is_empty() {
+        None
+    } else {
+        let mut identities = Vec::with_capacity(guards.len());
+        for (index, guard) in guards.iter().enumerate() {
+            let identity = contained(|| guard.identity().to_owned())
+                .map_err(|()| PipelineError::GuardIdentityPanicked { index })?;
+            identities.push(identity);
+        }
+        let digest = crate::hash::fields_digest(identities.iter().map(String::as_bytes));
+        Some(Box::from(digest.as_str()))
+    };
+    let pipeline = NEXT_PIPELINE.fetch_add(1, Ordering::Relaxed);
     let guarded: Arc<dyn ToolDispatcher> = Arc::new(GuardedDispatcher {
+        pipeline,
         base,
         definitions: snapshot.clone(),
         guards,
@@ -288,11 +400,14 @@ pub fn compose_pipeline(
             Ok(None) => return Err(PipelineError::DecoratorReturnedNothing { index }),
             Err(()) => return Err(PipelineError::DecoratorPanicked { index }),
         };
-        let declared: Vec<(String, String)> = wrapped
-            .definitions()
-            .iter()
-            .map(|d| (d.name().to_owned(), d.fingerprint()))
-            .collect();
+        let declared: Vec<(String, String)> = contained(|| {
+            wrapped
+                .definitions()
+                .iter()
+                .map(|d| (d.name().to_owned(), d.fingerprint()))
+                .collect()
+        })
+        .map_err(|()| PipelineError::DecoratorPanicked { index })?;
         if declared != fingerprints {
             return Err(PipelineError::DefinitionSetChanged { index });
         }
@@ -301,5 +416,9 @@ pub fn compose_pipeline(
             definitions: snapshot.clone(),
         });
     }
-    Ok(Arc::new(ComposedDispatcher { inner: current }))
+    Ok(Arc::new(ComposedDispatcher {
+        pipeline,
+        inner: current,
+        guard_digest,
+    }))
 }

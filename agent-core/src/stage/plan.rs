@@ -110,7 +110,8 @@ impl CoreHeader {
     /// share one header per process, and others its definition list and fingerprint.
     fn of(dispatcher: &dyn ToolDispatcher, id: Option<PlanId>) -> HeaderSlot {
         static EMPTY: OnceLock<CoreHeader> = OnceLock::new();
-        if dispatcher.definitions().is_empty() {
+        let guards = dispatcher.guard_digest();
+        if dispatcher.definitions().is_empty() && guards.is_none() {
             let empty = EMPTY.get_or_init(|| {
                 let hash = crate::hash::fields_digest(std::iter::empty());
                 CoreHeader {
@@ -133,10 +134,16 @@ impl CoreHeader {
         let definitions: Arc<[Definition]> = dispatcher.definitions().into();
         let facts: Box<[Arc<ToolFacts>]> =
             definitions.iter().map(|d| Arc::new(d.facts())).collect();
+        // The guards decide which calls run, so they are part of what the plan is; a plan
+        // without guards hashes exactly as before guards were covered.
+        let guard_fields = guards
+            .into_iter()
+            .flat_map(|digest| [&b"guards"[..], digest.as_bytes()]);
         let fields = definitions
             .iter()
             .zip(&facts)
-            .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()]);
+            .flat_map(|(d, f)| [d.name().as_bytes(), f.fingerprint.as_bytes()])
+            .chain(guard_fields);
         let hash = crate::hash::fields_digest(fields);
         HeaderSlot::Own(CoreHeader {
             id: id.unwrap_or_else(|| static_plan_id(&hash)),
@@ -216,6 +223,15 @@ impl<D: ToolDispatcher> ToolDispatcher for LeaseCore<D> {
             );
             return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
         }
+        if request.scope.plan_fingerprint() != &*self.header.fingerprint {
+            let (expected, found) = (
+                self.header.fingerprint.to_string(),
+                request.scope.plan_fingerprint().to_owned(),
+            );
+            return Box::pin(
+                async move { Err(DispatchError::FingerprintMismatch { expected, found }) },
+            );
+        }
         dispatch_declared(&self.header.definitions, &self.inner, request)
     }
 
@@ -257,7 +273,8 @@ impl ToolPlanLease {
         &self.core.header().id
     }
 
-    /// `sha256:` over the definitions' names and fingerprints.
+    /// `sha256:` over the definitions' names and fingerprints and, for a pipeline with
+    /// guards, the guards' identities in order.
     pub fn fingerprint(&self) -> &str {
         &self.core.header().fingerprint
     }

@@ -11,9 +11,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
-use agent_core::agent::{AgentDefinition, AtomicIdSource, Engine, EngineOptions, Run, Snapshot};
+use agent_core::agent::{
+    AgentDefinition, AtomicIdSource, Engine, EngineBuilder, EngineIdentity, EngineOptions, Run,
+    Snapshot,
+};
 use agent_core::event::{
     Envelope, Event, EventKind, FixedClock, Observer, ObserverError, ReplayRequest, Timestamp,
+    ToolCompleted, ToolFailed,
 };
 use agent_core::interaction::{
     Broker, InteractionError, InteractionRequest, InteractionResponse, Scope,
@@ -23,8 +27,9 @@ use agent_core::model::{
     EventStream, ModelProvider, ModelRequest, ProviderError, StreamError, StreamEvent, Usage,
 };
 use agent_core::stage::{
-    DispatchError, Dispatcher, GuardRequest, Next, StaticToolPlanSource, ToolDispatchGuard,
-    ToolDispatcher, ToolPlanSource, compose_pipeline,
+    DispatchError, DispatchRequest, DispatchScope, Dispatcher, GuardRequest, Next,
+    StaticToolPlanSource, ToolDispatchDecorator, ToolDispatchGuard, ToolDispatcher, ToolPlanSource,
+    compose_pipeline,
 };
 use agent_core::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, ReplaySafety, Tool, ToolContext,
@@ -33,6 +38,9 @@ use agent_core::tool::{
 use serde_json::json;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+
+/// The compatibility identity every test engine states.
+pub(crate) const TEST_COMPATIBILITY: &str = "agent-core-tests";
 
 /// Text of every injected panic; it must never reach an event, an error or a snapshot.
 pub(crate) const SECRET: &str = "SECRET-PANIC-TEXT";
@@ -136,8 +144,73 @@ pub(crate) fn plans(
     tools: Vec<Arc<dyn Tool>>,
     guards: Vec<Arc<dyn ToolDispatchGuard>>,
 ) -> Arc<dyn ToolPlanSource> {
-    let pipeline = compose_pipeline(dispatcher(tools), guards, Vec::new()).expect("pipeline");
+    plans_decorated(tools, guards, Vec::new())
+}
+
+/// [`plans`] with decorators around the guards.
+pub(crate) fn plans_decorated(
+    tools: Vec<Arc<dyn Tool>>,
+    guards: Vec<Arc<dyn ToolDispatchGuard>>,
+    decorators: Vec<Arc<dyn ToolDispatchDecorator>>,
+) -> Arc<dyn ToolPlanSource> {
+    let pipeline = compose_pipeline(dispatcher(tools), guards, decorators).expect("pipeline");
     Arc::new(StaticToolPlanSource::new(pipeline).expect("plan"))
+}
+
+/// What a [`FaultDecorator`]'s dispatcher does with each call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum DecoratorAct {
+    PanicOnCall,
+    PanicOnPoll,
+    /// Hands the guards and the tool a scope for another turn.
+    ForgeScope,
+}
+
+/// A decorator that panics or forges the scope on every dispatch.
+pub(crate) struct FaultDecorator(pub(crate) DecoratorAct);
+
+struct FaultLayer {
+    inner: Arc<dyn ToolDispatcher>,
+    act: DecoratorAct,
+}
+
+impl ToolDispatchDecorator for FaultDecorator {
+    fn wrap(&self, inner: Arc<dyn ToolDispatcher>) -> Option<Arc<dyn ToolDispatcher>> {
+        Some(Arc::new(FaultLayer { inner, act: self.0 }))
+    }
+}
+
+impl ToolDispatcher for FaultLayer {
+    fn definitions(&self) -> &[Definition] {
+        self.inner.definitions()
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+        if self.act == DecoratorAct::PanicOnCall {
+            panic!("{SECRET}");
+        }
+        Box::pin(async move {
+            if self.act == DecoratorAct::PanicOnPoll {
+                panic!("{SECRET}");
+            }
+            let forged = DispatchScope::new(
+                request.scope.run_id(),
+                request.scope.turn() + 1,
+                request.scope.plan_id().clone(),
+                request.scope.plan_fingerprint(),
+            )
+            .expect("valid scope");
+            self.inner
+                .dispatch(DispatchRequest {
+                    scope: &forged,
+                    ..request
+                })
+                .await
+        })
+    }
 }
 
 /// Everything an engine is built from; [`build`](Self::build) fills in a fixed clock.
@@ -176,7 +249,17 @@ impl Setup {
     }
 
     pub(crate) fn build(self) -> Engine {
+        self.build_with(|builder| builder)
+    }
+
+    /// [`build`](Self::build), letting `adjust` change the builder last.
+    pub(crate) fn build_with(self, adjust: impl FnOnce(EngineBuilder) -> EngineBuilder) -> Engine {
+        // Every test engine states the same identity, so snapshots move between them.
+        let identity = EngineIdentity::default()
+            .with_compatibility(TEST_COMPATIBILITY)
+            .expect("valid identity");
         let mut builder = Engine::builder(self.provider, self.plans)
+            .identity(identity)
             .ids(Arc::new(AtomicIdSource::new()))
             .clock(Arc::new(FixedClock::new(Timestamp::from_unix_nanos(
                 1_000_000_000,
@@ -188,7 +271,7 @@ impl Setup {
         for observer in self.observers {
             builder = builder.observer(observer);
         }
-        builder.build().expect("engine")
+        adjust(builder).build().expect("engine")
     }
 }
 
@@ -775,7 +858,8 @@ pub(crate) fn check_log(envelopes: &[Envelope], first: u64) -> Result<EventKind,
                     return fail("tool.progress for a call that is not running");
                 }
             }
-            Event::ToolCompleted { call_id, .. } | Event::ToolFailed { call_id, .. } => {
+            Event::ToolCompleted(ToolCompleted { call_id, .. })
+            | Event::ToolFailed(ToolFailed { call_id, .. }) => {
                 if !tools.contains(call_id) {
                     return fail("a tool terminal without its start");
                 }
