@@ -153,7 +153,7 @@ pub trait SnapshotVerifier {
 /// when it was decoded or signed, and its fields are immutable; there is no unsigned
 /// envelope.
 #[derive(Clone)]
-pub struct Envelope {
+pub struct SnapshotEnvelope {
     run_id: String,
     last_sequence: u64,
     lifecycle: Lifecycle,
@@ -162,9 +162,9 @@ pub struct Envelope {
     authority: AuthorityBlock,
 }
 
-impl fmt::Debug for Envelope {
+impl fmt::Debug for SnapshotEnvelope {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Envelope")
+        f.debug_struct("SnapshotEnvelope")
             .field("run_id", &self.run_id)
             .field("last_sequence", &self.last_sequence)
             .field("lifecycle", &self.lifecycle)
@@ -215,10 +215,10 @@ pub fn is_valid_run_id(run_id: &str) -> bool {
         && !run_id.chars().any(char::is_control)
 }
 
-impl Envelope {
+impl SnapshotEnvelope {
     /// Decodes and structurally validates an encoded envelope. The size bound is checked
     /// before parsing.
-    pub fn decode(bytes: &[u8]) -> Result<Envelope, StructuralError> {
+    pub fn decode(bytes: &[u8]) -> Result<SnapshotEnvelope, StructuralError> {
         if bytes.len() > MAX_ENVELOPE_BYTES {
             return Err(StructuralError::TooLarge);
         }
@@ -227,14 +227,13 @@ impl Envelope {
         if wire.format != SNAPSHOT_FORMAT {
             return Err(StructuralError::Format);
         }
-        let lifecycle =
-            Lifecycle::from_number(wire.lifecycle).ok_or(StructuralError::Lifecycle)?;
+        let lifecycle = Lifecycle::from_number(wire.lifecycle).ok_or(StructuralError::Lifecycle)?;
         let sha256 = hex_decode::<DIGEST_BYTES>(&wire.sha256).ok_or(StructuralError::Encoding)?;
         let scope = hex_decode::<SCOPE_ID_BYTES>(&wire.authority.scope_id)
             .ok_or(StructuralError::Encoding)?;
-        let mac =
-            hex_decode::<MAC_BYTES>(&wire.authority.hmac_sha256).ok_or(StructuralError::Encoding)?;
-        let envelope = Envelope {
+        let mac = hex_decode::<MAC_BYTES>(&wire.authority.hmac_sha256)
+            .ok_or(StructuralError::Encoding)?;
+        let envelope = SnapshotEnvelope {
             run_id: wire.run_id,
             last_sequence: wire.last_sequence,
             lifecycle,
@@ -258,7 +257,7 @@ impl Envelope {
         last_sequence: u64,
         lifecycle: Lifecycle,
         payload: Vec<u8>,
-    ) -> Result<Envelope, AuthorityError> {
+    ) -> Result<SnapshotEnvelope, AuthorityError> {
         if payload.is_empty() || payload.len() > MAX_PAYLOAD_BYTES {
             return Err(StructuralError::PayloadSize.into());
         }
@@ -269,7 +268,7 @@ impl Envelope {
             (signer.scope_id(), signer.key_generation())
         }))
         .map_err(|_| AuthorityError::new(Reason::SignerFailed))?;
-        let mut envelope = Envelope {
+        let mut envelope = SnapshotEnvelope {
             run_id: run_id.to_owned(),
             last_sequence,
             lifecycle,
@@ -283,8 +282,7 @@ impl Envelope {
         };
         envelope.validate_fields()?;
         let canonical = envelope.canonical();
-        envelope.authority.mac = match catch_unwind(AssertUnwindSafe(|| signer.sign(&canonical)))
-        {
+        envelope.authority.mac = match catch_unwind(AssertUnwindSafe(|| signer.sign(&canonical))) {
             Ok(Ok(mac)) => mac,
             Ok(Err(_)) | Err(_) => return Err(AuthorityError::new(Reason::SignerFailed)),
         };
@@ -452,11 +450,7 @@ impl fmt::Debug for HmacSnapshotAuthority {
 
 impl HmacSnapshotAuthority {
     /// An authority for `scope_id` at key `generation` (which must be positive).
-    pub fn new(
-        scope_id: ScopeId,
-        generation: u64,
-        key: SecretKey,
-    ) -> Result<Self, AuthorityError> {
+    pub fn new(scope_id: ScopeId, generation: u64, key: SecretKey) -> Result<Self, AuthorityError> {
         if generation == 0 {
             return Err(AuthorityError::new(Reason::InvalidInput));
         }

@@ -93,8 +93,9 @@ impl Reason {
         use Reason::*;
         match self {
             RunBusy | LeasesOutstanding => ErrorKind::Busy,
-            Malformed | ForeignScope | NotSuspended | Rejected | RecordInvalid
-            | VerifierFailed => ErrorKind::Verification,
+            Malformed | ForeignScope | NotSuspended | Rejected | RecordInvalid | VerifierFailed => {
+                ErrorKind::Verification
+            }
             Uncertain => ErrorKind::Uncertain,
             RunExists | WrongPhase | SnapshotConflict | Closed | InvalidInput | Configuration => {
                 ErrorKind::State

@@ -235,8 +235,7 @@ impl BoundDir {
             Ok(_) | Err(Errno::NOENT) => {}
             Err(errno) => return Err(io_error(errno)),
         }
-        let suffix: [u8; 12] =
-            random().map_err(|_| AuthorityError::new(Reason::Randomness))?;
+        let suffix: [u8; 12] = random().map_err(|_| AuthorityError::new(Reason::Randomness))?;
         let temp = format!(".{name}.{}.tmp", hex_encode(&suffix));
         let fd = rustix::fs::openat(
             &self.fd,

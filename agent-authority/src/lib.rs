@@ -1,6 +1,6 @@
 //! Signed run snapshots and the per-user run authority.
 //!
-//! Snapshots leave a process only as signed [`Envelope`]s. The [`Store`] is the per-user
+//! Snapshots leave a process only as signed [`SnapshotEnvelope`]s. The [`Store`] is the per-user
 //! durable authority: it signs envelopes under per-run keys, records every run's lifecycle
 //! in HMAC-signed files, holds an OS lock per run so only one process owns it, and makes the
 //! import transaction crash-safe. `docs/snapshot-authority.md` describes the envelope, the
@@ -10,6 +10,8 @@
 //! resume plugs in through the small traits in [`kernel`].
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "engine")]
+pub mod engine;
 mod envelope;
 mod error;
 mod fsdir;
@@ -19,9 +21,9 @@ mod record;
 mod store;
 
 pub use envelope::{
-    AuthorityBlock, ENVELOPE_DOMAIN, ENVELOPE_OVERHEAD_BYTES, Envelope, HmacSnapshotAuthority,
-    Lifecycle, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES, MAX_RUN_ID_BYTES,
-    SNAPSHOT_FORMAT, SnapshotSigner, SnapshotVerifier, StructuralError, is_valid_run_id,
+    AuthorityBlock, ENVELOPE_DOMAIN, ENVELOPE_OVERHEAD_BYTES, HmacSnapshotAuthority, Lifecycle,
+    MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES, MAX_RUN_ID_BYTES, SNAPSHOT_FORMAT,
+    SnapshotEnvelope, SnapshotSigner, SnapshotVerifier, StructuralError, is_valid_run_id,
 };
 pub use error::{AuthorityError, ErrorKind, Reason};
 pub use fsdir::{DIRECTORY_MODE, FILE_MODE, fsync_count};

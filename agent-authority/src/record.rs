@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{Envelope, SNAPSHOT_FORMAT, is_valid_run_id};
+use crate::envelope::{SNAPSHOT_FORMAT, SnapshotEnvelope, is_valid_run_id};
 use crate::error::{AuthorityError, Reason};
 use crate::keys::{MAC_BYTES, ScopeId, SecretKey, hex_decode, hex_encode};
 
@@ -51,7 +51,7 @@ pub(crate) struct SnapshotClaim {
 }
 
 impl SnapshotClaim {
-    pub(crate) fn of(envelope: &Envelope) -> SnapshotClaim {
+    pub(crate) fn of(envelope: &SnapshotEnvelope) -> SnapshotClaim {
         SnapshotClaim {
             format: SNAPSHOT_FORMAT.to_owned(),
             last_sequence: envelope.last_sequence(),
@@ -195,7 +195,10 @@ mod tests {
         for i in 0..bytes.len() {
             let mut altered = bytes.clone();
             altered[i] ^= 0x01;
-            assert!(Record::decode(&altered, &root, &expect(&scope)).is_err(), "byte {i}");
+            assert!(
+                Record::decode(&altered, &root, &expect(&scope)).is_err(),
+                "byte {i}"
+            );
         }
         let other = SecretKey::from_bytes([8; 32]);
         assert!(Record::decode(&bytes, &other, &expect(&scope)).is_err());

@@ -7,11 +7,15 @@ use std::fs::{File, TryLockError};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::envelope::{Envelope, HmacSnapshotAuthority, Lifecycle, is_valid_run_id};
+use crate::envelope::{HmacSnapshotAuthority, Lifecycle, SnapshotEnvelope, is_valid_run_id};
 use crate::error::{AuthorityError, Reason};
 use crate::fsdir::{BoundDir, WriteStage};
-use crate::keys::{KEY_BYTES, SCOPE_ID_BYTES, ScopeId, SecretKey, ct_eq, hex_encode, random, sha256};
-use crate::kernel::{ImportKernel, KernelError, LocalReservation, PausedRun, contained, contained_abort};
+use crate::kernel::{
+    ImportKernel, KernelError, LocalReservation, PausedRun, contained, contained_abort,
+};
+use crate::keys::{
+    KEY_BYTES, SCOPE_ID_BYTES, ScopeId, SecretKey, ct_eq, hex_encode, random, sha256,
+};
 use crate::record::{Expect, MAX_RECORD_BYTES, Phase, Record, SnapshotClaim};
 
 /// The default store, below the user's state directory: `$XDG_STATE_HOME/agent-kit/run-authority`,
@@ -125,7 +129,11 @@ pub fn default_directory() -> Result<PathBuf, AuthorityError> {
     };
     let base = std::env::var_os("XDG_STATE_HOME")
         .and_then(absolute)
-        .or_else(|| std::env::var_os("HOME").and_then(absolute).map(|h| h.join(".local/state")))
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".local/state"))
+        })
         .ok_or(AuthorityError::new(Reason::Configuration))?;
     Ok(base.join(DEFAULT_SUBDIRECTORY))
 }
@@ -193,7 +201,9 @@ impl Identity {
     }
 
     fn snapshot_authority(&self, run_id: &str, run_generation: u64) -> HmacSnapshotAuthority {
-        let key = self.root.derive_run_key(&self.scope, run_id, run_generation);
+        let key = self
+            .root
+            .derive_run_key(&self.scope, run_id, run_generation);
         match HmacSnapshotAuthority::new(self.scope, self.key_generation, key) {
             Ok(authority) => authority,
             // key_generation > 0 was checked when the identity was parsed.
@@ -225,7 +235,10 @@ impl Inner {
     }
 
     fn is_uncertain(&self, run_id: &str) -> bool {
-        self.uncertain.lock().unwrap_or_else(|p| p.into_inner()).contains(run_id)
+        self.uncertain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(run_id)
     }
 
     fn fence(&self, run_id: &str) {
@@ -279,7 +292,10 @@ impl Lease {
 
     fn read_record(&self, run_id: &str) -> Result<Option<Record>, AuthorityError> {
         let name = format!("{}.state", file_stem(run_id));
-        match self.dir.read(&name, MAX_RECORD_BYTES, Reason::RecordInvalid)? {
+        match self
+            .dir
+            .read(&name, MAX_RECORD_BYTES, Reason::RecordInvalid)?
+        {
             None => Ok(None),
             Some(bytes) => {
                 Record::decode(&bytes, &self.identity.root, &self.identity.expect(run_id)).map(Some)
@@ -295,14 +311,20 @@ impl Lease {
         phase: Phase,
         snapshot: Option<SnapshotClaim>,
     ) -> Result<(), AuthorityError> {
-        let record = Record::new(&self.identity.expect(run_id), run_generation, phase, snapshot);
+        let record = Record::new(
+            &self.identity.expect(run_id),
+            run_generation,
+            phase,
+            snapshot,
+        );
         let bytes = record.encode(&self.identity.root);
         let name = format!("{}.state", file_stem(run_id));
         let inner = &self.inner;
-        self.dir.write_atomic(&name, &bytes, &mut |stage| match stage {
-            WriteStage::TempSynced => inner.step(Step::TempSynced(phase)),
-            WriteStage::Renamed => inner.step(Step::Renamed(phase)),
-        })
+        self.dir
+            .write_atomic(&name, &bytes, &mut |stage| match stage {
+                WriteStage::TempSynced => inner.step(Step::TempSynced(phase)),
+                WriteStage::Renamed => inner.step(Step::Renamed(phase)),
+            })
     }
 }
 
@@ -457,7 +479,7 @@ impl Store {
     /// record must be SUSPENDED with exactly this claim, then keyed verification under the
     /// run key for the record's generation. Nothing durable changes; on failure the lock is
     /// released.
-    pub fn prepare_import(&self, envelope: &Envelope) -> Result<Import, AuthorityError> {
+    pub fn prepare_import(&self, envelope: &SnapshotEnvelope) -> Result<Import, AuthorityError> {
         if envelope.lifecycle() != Lifecycle::Suspended {
             return Err(AuthorityError::new(Reason::Malformed));
         }
@@ -497,7 +519,7 @@ impl Store {
 
 enum RunState {
     Active,
-    Suspended(Box<Envelope>),
+    Suspended(Box<SnapshotEnvelope>),
     Ended,
 }
 
@@ -582,7 +604,10 @@ impl ActiveRun {
         phase: Phase,
         snapshot: Option<SnapshotClaim>,
     ) -> Result<(), AuthorityError> {
-        match self.lease.write_record(&self.run_id, generation, phase, snapshot) {
+        match self
+            .lease
+            .write_record(&self.run_id, generation, phase, snapshot)
+        {
             Ok(()) => Ok(()),
             Err(_) => {
                 self.latch_uncertain();
@@ -610,7 +635,7 @@ impl ActiveRun {
         lifecycle: Lifecycle,
         last_sequence: u64,
         payload: Vec<u8>,
-    ) -> Result<Envelope, AuthorityError> {
+    ) -> Result<SnapshotEnvelope, AuthorityError> {
         self.preflight()?;
         if let RunState::Suspended(issued) = &self.state {
             let same = lifecycle == Lifecycle::Suspended
@@ -626,11 +651,16 @@ impl ActiveRun {
             .lease
             .identity
             .snapshot_authority(&self.run_id, self.generation);
-        let envelope = Envelope::sign(&authority, &self.run_id, last_sequence, lifecycle, payload)?;
+        let envelope =
+            SnapshotEnvelope::sign(&authority, &self.run_id, last_sequence, lifecycle, payload)?;
         let generation = self.generation;
         match lifecycle {
             Lifecycle::Suspended => {
-                self.write(generation, Phase::Suspended, Some(SnapshotClaim::of(&envelope)))?;
+                self.write(
+                    generation,
+                    Phase::Suspended,
+                    Some(SnapshotClaim::of(&envelope)),
+                )?;
                 self.state = RunState::Suspended(Box::new(envelope.clone()));
             }
             Lifecycle::Completed | Lifecycle::Failed | Lifecycle::Cancelled => {
@@ -721,7 +751,7 @@ impl ActiveRun {
 /// changed yet.
 pub struct Import {
     lease: Lease,
-    envelope: Envelope,
+    envelope: SnapshotEnvelope,
     lock: Option<File>,
     record_generation: u64,
 }
@@ -737,7 +767,7 @@ impl fmt::Debug for Import {
 
 impl Import {
     /// The verified envelope.
-    pub fn envelope(&self) -> &Envelope {
+    pub fn envelope(&self) -> &SnapshotEnvelope {
         &self.envelope
     }
 
@@ -809,4 +839,3 @@ impl Import {
         ))
     }
 }
-

@@ -12,7 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use agent_authority::{Envelope, ErrorKind, Phase, Reason, Step, Store};
+use agent_authority::{ErrorKind, Phase, Reason, SnapshotEnvelope, Step, Store};
 use common::fake::{self, Kernel};
 use common::{TempDir, open, suspended};
 
@@ -76,7 +76,7 @@ impl Watched {
 
 /// The invariants after any crash: the lock is free (no owner survives the process), the
 /// run never restarts, and the envelope imports at most once from here on.
-fn check_after_crash(dir: &Path, run_id: &str, envelope: &Envelope, importable: bool) {
+fn check_after_crash(dir: &Path, run_id: &str, envelope: &SnapshotEnvelope, importable: bool) {
     let store = open(dir);
     assert_eq!(store.start(run_id).unwrap_err().reason(), Reason::RunExists);
     let log = fake::log();
@@ -87,12 +87,19 @@ fn check_after_crash(dir: &Path, run_id: &str, envelope: &Envelope, importable: 
             drop(run);
         }
         Err(error) => {
-            assert!(!importable, "the snapshot should still import once: {error:?}");
+            assert!(
+                !importable,
+                "the snapshot should still import once: {error:?}"
+            );
             assert_eq!(error.reason(), Reason::NotSuspended);
         }
     }
     let again = open(dir).prepare_import(envelope).unwrap_err();
-    assert_eq!(again.reason(), Reason::NotSuspended, "never importable twice");
+    assert_eq!(
+        again.reason(),
+        Reason::NotSuspended,
+        "never importable twice"
+    );
 }
 
 #[test]
@@ -160,7 +167,7 @@ fn a_local_resume_killed_at_any_step_leaves_a_consistent_store() {
         child.kill();
         // The kernel commit comes only after the durable invalidation: never reached here.
         assert!(!seen.iter().any(|l| l == "KERNEL COMMITTED"), "{name}");
-        let envelope = Envelope::decode(&std::fs::read(&file).unwrap()).unwrap();
+        let envelope = SnapshotEnvelope::decode(&std::fs::read(&file).unwrap()).unwrap();
         let status = open(&dir).inspect(&run_id).unwrap().unwrap();
         assert_eq!(status.phase, durable, "{name}");
         check_after_crash(&dir, &run_id, &envelope, durable == Phase::Suspended);
@@ -173,12 +180,17 @@ fn a_completed_local_resume_is_no_longer_importable() {
     let dir = temp.store_dir();
     drop(open(&dir));
     let file = temp.path().join("envelope.json");
-    let mut child = Watched::spawn(&["local", dir.to_str().unwrap(), file.to_str().unwrap(), "none"]);
+    let mut child = Watched::spawn(&[
+        "local",
+        dir.to_str().unwrap(),
+        file.to_str().unwrap(),
+        "none",
+    ]);
     let mut seen = Vec::new();
     let run = child.until("RUN ", &mut seen).expect("the run id");
     let run_id = run.trim_start_matches("RUN ").to_owned();
     assert_eq!(child.finish(), "OUTCOME ok");
-    let envelope = Envelope::decode(&std::fs::read(&file).unwrap()).unwrap();
+    let envelope = SnapshotEnvelope::decode(&std::fs::read(&file).unwrap()).unwrap();
     check_after_crash(&dir, &run_id, &envelope, false);
 }
 
@@ -205,7 +217,8 @@ fn two_processes_importing_one_envelope_end_with_exactly_one_owner() {
         assert!(
             outcomes
                 .iter()
-                .all(|o| ["OUTCOME ok", "OUTCOME busy", "OUTCOME verification"].contains(&o.as_str())),
+                .all(|o| ["OUTCOME ok", "OUTCOME busy", "OUTCOME verification"]
+                    .contains(&o.as_str())),
             "{outcomes:?}"
         );
         let status = open(&dir).inspect("run-r").unwrap().unwrap();

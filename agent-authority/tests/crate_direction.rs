@@ -6,7 +6,10 @@ use std::path::{Path, PathBuf};
 const KERNEL_CRATES: [&str; 3] = ["agent-core", "agent-macros", "agent-compose"];
 
 fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// Dependency keys of every `[*dependencies*]` table in a manifest.
@@ -67,7 +70,11 @@ fn kernel_crates_never_depend_on_the_authority() {
         assert!(!files.is_empty());
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
-            assert!(!text.contains("agent_authority"), "{} names the authority", file.display());
+            assert!(
+                !text.contains("agent_authority"),
+                "{} names the authority",
+                file.display()
+            );
         }
     }
 }

@@ -19,7 +19,11 @@ fn chmod(path: &Path, mode: u32) {
 }
 
 fn mode(path: &Path) -> u32 {
-    std::fs::symlink_metadata(path).unwrap().permissions().mode() & 0o7777
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o7777
 }
 
 #[test]
@@ -35,9 +39,11 @@ fn the_store_is_created_0700_with_0600_files() {
         assert_eq!(mode(&path), 0o600, "{}", path.display());
     }
     // No temp file is left behind by successful writes.
-    assert!(std::fs::read_dir(&dir).unwrap().all(|e| {
-        !e.unwrap().file_name().to_string_lossy().ends_with(".tmp")
-    }));
+    assert!(
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .all(|e| { !e.unwrap().file_name().to_string_lossy().ends_with(".tmp") })
+    );
 }
 
 #[test]
@@ -54,7 +60,10 @@ fn a_path_substituted_after_binding_has_no_effect() {
     run.close().unwrap();
     assert!(state_file(&temp.path().join("moved/store"), "run-1").exists());
     assert!(!state_file(&original.join("store"), "run-1").exists());
-    assert_eq!(store.inspect("run-1").unwrap().unwrap().phase, Phase::Active);
+    assert_eq!(
+        store.inspect("run-1").unwrap().unwrap().phase,
+        Phase::Active
+    );
 }
 
 #[test]
@@ -99,7 +108,10 @@ fn hard_linked_files_are_refused() {
     let envelope = suspended(&store, "run-1");
     let file = state_file(&dir, "run-1");
     std::fs::hard_link(&file, temp.path().join("copy")).unwrap();
-    assert_eq!(store.inspect("run-1").unwrap_err().reason(), Reason::Untrusted);
+    assert_eq!(
+        store.inspect("run-1").unwrap_err().reason(),
+        Reason::Untrusted
+    );
     assert_eq!(
         store.prepare_import(&envelope).unwrap_err().reason(),
         Reason::Untrusted
@@ -118,9 +130,15 @@ fn loosely_permissioned_files_and_directories_are_refused() {
     suspended(&store, "run-1");
     let file = state_file(&dir, "run-1");
     chmod(&file, 0o644);
-    assert_eq!(store.inspect("run-1").unwrap_err().reason(), Reason::Untrusted);
+    assert_eq!(
+        store.inspect("run-1").unwrap_err().reason(),
+        Reason::Untrusted
+    );
     // A write over a loose destination is refused too.
-    assert_eq!(store.start("run-1").unwrap_err().reason(), Reason::Untrusted);
+    assert_eq!(
+        store.start("run-1").unwrap_err().reason(),
+        Reason::Untrusted
+    );
     chmod(&file, 0o600);
     assert!(store.inspect("run-1").is_ok());
     chmod(&dir.join("identity.key"), 0o644);
@@ -140,15 +158,24 @@ fn a_writable_ancestor_needs_the_sticky_bit() {
     chmod(&shared, 0o777);
     let error = try_open(&shared.join("store")).unwrap_err();
     assert_eq!(error.reason(), Reason::Untrusted);
-    assert!(!shared.join("store").exists(), "nothing is created below it");
+    assert!(
+        !shared.join("store").exists(),
+        "nothing is created below it"
+    );
     chmod(&shared, 0o770);
-    assert_eq!(try_open(&shared.join("store")).unwrap_err().reason(), Reason::Untrusted);
+    assert_eq!(
+        try_open(&shared.join("store")).unwrap_err().reason(),
+        Reason::Untrusted
+    );
     chmod(&shared, 0o1777);
     let store = open(&shared.join("store"));
     suspended(&store, "run-1");
     // Reopening after the ancestor lost its sticky bit is refused (no rollback through it).
     chmod(&shared, 0o777);
-    assert_eq!(try_open(&shared.join("store")).unwrap_err().reason(), Reason::Untrusted);
+    assert_eq!(
+        try_open(&shared.join("store")).unwrap_err().reason(),
+        Reason::Untrusted
+    );
 }
 
 #[test]

@@ -5,9 +5,9 @@
 mod common;
 
 use agent_authority::{
-    AuthorityBlock, AuthorityError, ENVELOPE_OVERHEAD_BYTES, Envelope, ErrorKind,
-    HmacSnapshotAuthority, Lifecycle, MAC_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE,
-    MAX_PAYLOAD_BYTES, MAX_RUN_ID_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey,
+    AuthorityBlock, AuthorityError, ENVELOPE_OVERHEAD_BYTES, ErrorKind, HmacSnapshotAuthority,
+    Lifecycle, MAC_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES,
+    MAX_RUN_ID_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey, SnapshotEnvelope,
     SnapshotSigner, SnapshotVerifier, StructuralError, sha256,
 };
 use common::{TempDir, open, suspended};
@@ -30,8 +30,8 @@ fn golden_authority() -> HmacSnapshotAuthority {
     .unwrap()
 }
 
-fn golden() -> Envelope {
-    Envelope::sign(
+fn golden() -> SnapshotEnvelope {
+    SnapshotEnvelope::sign(
         &golden_authority(),
         "run-1",
         42,
@@ -65,7 +65,7 @@ fn the_golden_vector_is_reproduced_byte_for_byte() {
     }
     assert_eq!(canonical, expected);
     // The encoded form decodes to the same envelope and verifies.
-    let decoded = Envelope::decode(&envelope.to_json()).unwrap();
+    let decoded = SnapshotEnvelope::decode(&envelope.to_json()).unwrap();
     assert_eq!(decoded.to_json(), envelope.to_json());
     decoded.verify(&golden_authority()).unwrap();
 }
@@ -87,14 +87,14 @@ fn envelope_json(run_id: &str, sequence: u64, lifecycle: u64, generation: u64) -
 fn run_id_bound_holds_at_and_past_it() {
     let at = "r".repeat(MAX_RUN_ID_BYTES);
     let past = "r".repeat(MAX_RUN_ID_BYTES + 1);
-    assert!(Envelope::decode(&envelope_json(&at, 1, 1, 1)).is_ok());
+    assert!(SnapshotEnvelope::decode(&envelope_json(&at, 1, 1, 1)).is_ok());
     assert_eq!(
-        Envelope::decode(&envelope_json(&past, 1, 1, 1)).unwrap_err(),
+        SnapshotEnvelope::decode(&envelope_json(&past, 1, 1, 1)).unwrap_err(),
         StructuralError::RunId
     );
     for bad in ["", " run", "run ", "ru\u{7}n", "ru\nn"] {
         assert_eq!(
-            Envelope::decode(&envelope_json(bad, 1, 1, 1)).unwrap_err(),
+            SnapshotEnvelope::decode(&envelope_json(bad, 1, 1, 1)).unwrap_err(),
             StructuralError::RunId,
             "{bad:?}"
         );
@@ -103,26 +103,26 @@ fn run_id_bound_holds_at_and_past_it() {
 
 #[test]
 fn sequence_lifecycle_and_generation_bounds_hold_at_and_past_them() {
-    assert!(Envelope::decode(&envelope_json("r", 1, 1, 1)).is_ok());
-    assert!(Envelope::decode(&envelope_json("r", MAX_LAST_SEQUENCE, 1, 1)).is_ok());
+    assert!(SnapshotEnvelope::decode(&envelope_json("r", 1, 1, 1)).is_ok());
+    assert!(SnapshotEnvelope::decode(&envelope_json("r", MAX_LAST_SEQUENCE, 1, 1)).is_ok());
     for sequence in [0, MAX_LAST_SEQUENCE + 1] {
         assert_eq!(
-            Envelope::decode(&envelope_json("r", sequence, 1, 1)).unwrap_err(),
+            SnapshotEnvelope::decode(&envelope_json("r", sequence, 1, 1)).unwrap_err(),
             StructuralError::Sequence
         );
     }
     for lifecycle in [1, 4] {
-        assert!(Envelope::decode(&envelope_json("r", 1, lifecycle, 1)).is_ok());
+        assert!(SnapshotEnvelope::decode(&envelope_json("r", 1, lifecycle, 1)).is_ok());
     }
     for lifecycle in [0, 5] {
         assert_eq!(
-            Envelope::decode(&envelope_json("r", 1, lifecycle, 1)).unwrap_err(),
+            SnapshotEnvelope::decode(&envelope_json("r", 1, lifecycle, 1)).unwrap_err(),
             StructuralError::Lifecycle
         );
     }
-    assert!(Envelope::decode(&envelope_json("r", 1, 1, u64::MAX)).is_ok());
+    assert!(SnapshotEnvelope::decode(&envelope_json("r", 1, 1, u64::MAX)).is_ok());
     assert_eq!(
-        Envelope::decode(&envelope_json("r", 1, 1, 0)).unwrap_err(),
+        SnapshotEnvelope::decode(&envelope_json("r", 1, 1, 0)).unwrap_err(),
         StructuralError::Generation
     );
 }
@@ -145,15 +145,21 @@ fn payload_and_envelope_size_bounds_hold_at_and_past_them() {
     // The longest run id that also needs escaping everywhere.
     let run_id = "\"".repeat(MAX_RUN_ID_BYTES);
     let at = padded_payload(&run_id, MAX_PAYLOAD_BYTES);
-    let envelope = Envelope::sign(&authority, &run_id, MAX_LAST_SEQUENCE, Lifecycle::Suspended, at)
-        .unwrap();
+    let envelope = SnapshotEnvelope::sign(
+        &authority,
+        &run_id,
+        MAX_LAST_SEQUENCE,
+        Lifecycle::Suspended,
+        at,
+    )
+    .unwrap();
     let largest = HmacSnapshotAuthority::new(
         ScopeId::from_bytes([0x11; 32]),
         u64::MAX,
         SecretKey::from_bytes([0x22; 32]),
     )
     .unwrap();
-    let big = Envelope::sign(
+    let big = SnapshotEnvelope::sign(
         &largest,
         &run_id,
         MAX_LAST_SEQUENCE,
@@ -170,21 +176,26 @@ fn payload_and_envelope_size_bounds_hold_at_and_past_them() {
         ENVELOPE_OVERHEAD_BYTES,
         bytes.len() - MAX_PAYLOAD_BYTES
     );
-    assert!(Envelope::decode(&bytes).is_ok());
+    assert!(SnapshotEnvelope::decode(&bytes).is_ok());
 
     let past = padded_payload(&run_id, MAX_PAYLOAD_BYTES + 1);
-    let error = Envelope::sign(&authority, &run_id, 1, Lifecycle::Suspended, past).unwrap_err();
+    let error =
+        SnapshotEnvelope::sign(&authority, &run_id, 1, Lifecycle::Suspended, past).unwrap_err();
     assert_eq!(error.reason(), Reason::Malformed);
-    let empty = Envelope::sign(&authority, "r", 1, Lifecycle::Suspended, Vec::new()).unwrap_err();
+    let empty =
+        SnapshotEnvelope::sign(&authority, "r", 1, Lifecycle::Suspended, Vec::new()).unwrap_err();
     assert_eq!(empty.reason(), Reason::Malformed);
 
     let mut over = bytes.clone();
     over.resize(MAX_ENVELOPE_BYTES + 1, b' ');
-    assert_eq!(Envelope::decode(&over).unwrap_err(), StructuralError::TooLarge);
+    assert_eq!(
+        SnapshotEnvelope::decode(&over).unwrap_err(),
+        StructuralError::TooLarge
+    );
     let mut exactly = bytes;
     exactly.resize(MAX_ENVELOPE_BYTES, b' ');
     // Trailing whitespace is valid JSON: at the bound the envelope still decodes.
-    assert!(Envelope::decode(&exactly).is_ok());
+    assert!(SnapshotEnvelope::decode(&exactly).is_ok());
 }
 
 #[test]
@@ -242,14 +253,18 @@ fn structural_rules_refuse_digest_payload_and_root_mistakes() {
         let mut edited = value.clone();
         edit(&mut edited);
         let bytes = serde_json::to_vec(&edited).unwrap();
-        assert_eq!(Envelope::decode(&bytes).unwrap_err(), expected, "{name}");
+        assert_eq!(
+            SnapshotEnvelope::decode(&bytes).unwrap_err(),
+            expected,
+            "{name}"
+        );
     }
     // A payload whose run id differs (digest recomputed) is refused structurally.
     let other = br#"{"run_id":"run-2"}"#;
     value["payload"] = serde_json::from_slice(other).unwrap();
     value["sha256"] = json!(hex(&sha256(other)));
     assert_eq!(
-        Envelope::decode(&serde_json::to_vec(&value).unwrap()).unwrap_err(),
+        SnapshotEnvelope::decode(&serde_json::to_vec(&value).unwrap()).unwrap_err(),
         StructuralError::PayloadRunId
     );
     // A payload that is not an object is refused.
@@ -257,14 +272,18 @@ fn structural_rules_refuse_digest_payload_and_root_mistakes() {
     value["payload"] = serde_json::from_slice(array).unwrap();
     value["sha256"] = json!(hex(&sha256(array)));
     assert_eq!(
-        Envelope::decode(&serde_json::to_vec(&value).unwrap()).unwrap_err(),
+        SnapshotEnvelope::decode(&serde_json::to_vec(&value).unwrap()).unwrap_err(),
         StructuralError::PayloadJson
     );
     // A duplicate root member is refused.
     let text = String::from_utf8(good).unwrap();
-    let duplicated = text.replacen("\"last_sequence\":42", "\"last_sequence\":42,\"last_sequence\":42", 1);
+    let duplicated = text.replacen(
+        "\"last_sequence\":42",
+        "\"last_sequence\":42,\"last_sequence\":42",
+        1,
+    );
     assert_eq!(
-        Envelope::decode(duplicated.as_bytes()).unwrap_err(),
+        SnapshotEnvelope::decode(duplicated.as_bytes()).unwrap_err(),
         StructuralError::Encoding
     );
 }
@@ -275,7 +294,7 @@ fn structural_rules_refuse_digest_payload_and_root_mistakes() {
 fn keyed_verification_refuses_every_authenticated_tamper() {
     let authority = golden_authority();
     // Sorted-key payload: re-encoding through `Value` keeps its bytes (and digest).
-    let signed = Envelope::sign(
+    let signed = SnapshotEnvelope::sign(
         &authority,
         "run-1",
         42,
@@ -285,9 +304,18 @@ fn keyed_verification_refuses_every_authenticated_tamper() {
     .unwrap();
     let good: Value = serde_json::from_slice(&signed.to_json()).unwrap();
     let tampers: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
-        ("scope", Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32)))),
-        ("generation", Box::new(|v| v["authority"]["generation"] = json!(8))),
-        ("mac", Box::new(|v| v["authority"]["hmac_sha256"] = json!("23".repeat(32)))),
+        (
+            "scope",
+            Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32))),
+        ),
+        (
+            "generation",
+            Box::new(|v| v["authority"]["generation"] = json!(8)),
+        ),
+        (
+            "mac",
+            Box::new(|v| v["authority"]["hmac_sha256"] = json!("23".repeat(32))),
+        ),
         ("sequence", Box::new(|v| v["last_sequence"] = json!(43))),
         ("lifecycle", Box::new(|v| v["lifecycle"] = json!(2))),
         (
@@ -311,13 +339,17 @@ fn keyed_verification_refuses_every_authenticated_tamper() {
     for (name, tamper) in tampers {
         let mut edited = good.clone();
         tamper(&mut edited);
-        let envelope = Envelope::decode(&serde_json::to_vec(&edited).unwrap())
+        let envelope = SnapshotEnvelope::decode(&serde_json::to_vec(&edited).unwrap())
             .unwrap_or_else(|e| panic!("{name} stays structurally valid: {e:?}"));
         let error = envelope.verify(&authority).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Verification, "{name}");
-        assert_eq!(error.reason(), Reason::Rejected, "{name}: one generic failure");
+        assert_eq!(
+            error.reason(),
+            Reason::Rejected,
+            "{name}: one generic failure"
+        );
     }
-    Envelope::decode(&serde_json::to_vec(&good).unwrap())
+    SnapshotEnvelope::decode(&serde_json::to_vec(&good).unwrap())
         .unwrap()
         .verify(&authority)
         .unwrap();
@@ -332,9 +364,18 @@ fn import_refuses_every_tampered_field() {
     let envelope = suspended(&store, "run-t");
     let good: Value = serde_json::from_slice(&envelope.to_json()).unwrap();
     let tampers: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
-        ("scope", Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32)))),
-        ("generation", Box::new(|v| v["authority"]["generation"] = json!(2))),
-        ("mac", Box::new(|v| v["authority"]["hmac_sha256"] = json!("23".repeat(32)))),
+        (
+            "scope",
+            Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32))),
+        ),
+        (
+            "generation",
+            Box::new(|v| v["authority"]["generation"] = json!(2)),
+        ),
+        (
+            "mac",
+            Box::new(|v| v["authority"]["hmac_sha256"] = json!("23".repeat(32))),
+        ),
         ("sequence", Box::new(|v| v["last_sequence"] = json!(8))),
         ("lifecycle", Box::new(|v| v["lifecycle"] = json!(2))),
         (
@@ -359,12 +400,14 @@ fn import_refuses_every_tampered_field() {
         let mut edited = good.clone();
         tamper(&mut edited);
         let bytes = serde_json::to_vec(&edited).unwrap();
-        let decoded = Envelope::decode(&bytes).expect(name);
+        let decoded = SnapshotEnvelope::decode(&bytes).expect(name);
         let error = store.prepare_import(&decoded).unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Verification, "{name}: {error:?}");
     }
-    let untouched = Envelope::decode(&serde_json::to_vec(&good).unwrap()).unwrap();
-    store.prepare_import(&untouched).expect("the original still imports");
+    let untouched = SnapshotEnvelope::decode(&serde_json::to_vec(&good).unwrap()).unwrap();
+    store
+        .prepare_import(&untouched)
+        .expect("the original still imports");
 }
 
 #[test]
@@ -378,7 +421,7 @@ fn a_bit_flipped_in_any_byte_of_a_real_envelope_is_refused() {
         for bit in 0..8 {
             let mut flipped = bytes.clone();
             flipped[i] ^= 1 << bit;
-            if let Ok(decoded) = Envelope::decode(&flipped) {
+            if let Ok(decoded) = SnapshotEnvelope::decode(&flipped) {
                 decoded_but_refused += 1;
                 let error = store
                     .prepare_import(&decoded)
@@ -390,7 +433,9 @@ fn a_bit_flipped_in_any_byte_of_a_real_envelope_is_refused() {
     // Some flips survive the structure (digits, hex, run id letters) and reach keyed
     // verification: both layers were exercised.
     assert!(decoded_but_refused > 0);
-    let import = store.prepare_import(&envelope).expect("the original imports");
+    let import = store
+        .prepare_import(&envelope)
+        .expect("the original imports");
     import.abort();
 }
 
@@ -418,7 +463,7 @@ impl SnapshotVerifier for PanickingVerifier {
 
 #[test]
 fn panicking_signers_and_verifiers_are_contained() {
-    let error = Envelope::sign(
+    let error = SnapshotEnvelope::sign(
         &PanickingSigner,
         "run-1",
         1,
@@ -430,12 +475,14 @@ fn panicking_signers_and_verifiers_are_contained() {
     let error = golden().verify(&PanickingVerifier).unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Verification);
     assert_eq!(error.reason(), Reason::VerifierFailed);
-    assert!(HmacSnapshotAuthority::new(
-        ScopeId::from_bytes([1; 32]),
-        0,
-        SecretKey::from_bytes([2; 32])
-    )
-    .is_err());
+    assert!(
+        HmacSnapshotAuthority::new(
+            ScopeId::from_bytes([1; 32]),
+            0,
+            SecretKey::from_bytes([2; 32])
+        )
+        .is_err()
+    );
 }
 
 #[test]
@@ -468,7 +515,7 @@ proptest! {
         generation in prop_oneof![Just(0u64), any::<u64>()],
     ) {
         let bytes = envelope_json(&run_id, sequence, lifecycle, generation);
-        let decoded = Envelope::decode(&bytes);
+        let decoded = SnapshotEnvelope::decode(&bytes);
         prop_assert_eq!(
             decoded.is_ok(),
             structure_oracle(&run_id, sequence, lifecycle, generation),
@@ -479,7 +526,7 @@ proptest! {
     /// Arbitrary bytes never panic the validator.
     #[test]
     fn arbitrary_bytes_never_panic_the_validator(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
-        let _ = Envelope::decode(&bytes);
+        let _ = SnapshotEnvelope::decode(&bytes);
     }
 
     /// A changed byte that still decodes never verifies.
@@ -489,7 +536,7 @@ proptest! {
         let mut changed = bytes.clone();
         let i = index.index(bytes.len());
         changed[i] = changed[i].wrapping_add(delta);
-        if let Ok(envelope) = Envelope::decode(&changed) {
+        if let Ok(envelope) = SnapshotEnvelope::decode(&changed) {
             prop_assert!(envelope.verify(&golden_authority()).is_err());
         }
     }
@@ -502,8 +549,8 @@ proptest! {
         turns in any::<u32>(),
     ) {
         let payload = common::payload(&run_id, turns);
-        let envelope = Envelope::sign(&golden_authority(), &run_id, sequence, Lifecycle::Suspended, payload).unwrap();
-        let decoded = Envelope::decode(&envelope.to_json()).unwrap();
+        let envelope = SnapshotEnvelope::sign(&golden_authority(), &run_id, sequence, Lifecycle::Suspended, payload).unwrap();
+        let decoded = SnapshotEnvelope::decode(&envelope.to_json()).unwrap();
         prop_assert_eq!(decoded.to_json(), envelope.to_json());
         prop_assert!(decoded.verify(&golden_authority()).is_ok());
     }

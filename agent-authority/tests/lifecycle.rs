@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use agent_authority::{
-    Envelope, ErrorKind, IDENTITY_BYTES, Lifecycle, Phase, Reason, RunStatus, Step, Store,
+    ErrorKind, IDENTITY_BYTES, Lifecycle, Phase, Reason, RunStatus, SnapshotEnvelope, Step, Store,
     StoreOptions, TerminalPhase,
 };
 use common::fake::{self, Kernel, Reservation};
@@ -49,10 +49,16 @@ fn a_run_id_that_ever_had_a_record_never_starts_again() {
     // Held by `run`: a second owner is busy (same process, another open file description).
     assert_eq!(store.start("run-1").unwrap_err().kind(), ErrorKind::Busy);
     run.close().unwrap();
-    assert_eq!(store.start("run-1").unwrap_err().reason(), Reason::RunExists);
+    assert_eq!(
+        store.start("run-1").unwrap_err().reason(),
+        Reason::RunExists
+    );
     let mut done = store.start("run-2").unwrap();
     done.terminal(TerminalPhase::Completed).unwrap();
-    assert_eq!(store.start("run-2").unwrap_err().reason(), Reason::RunExists);
+    assert_eq!(
+        store.start("run-2").unwrap_err().reason(),
+        Reason::RunExists
+    );
     assert_eq!(
         store.start("bad\nid").unwrap_err().reason(),
         Reason::InvalidInput
@@ -75,7 +81,10 @@ fn import_follows_the_transaction_order_and_never_twice() {
     let import = store.prepare_import(&envelope).unwrap();
     // Preparing changed nothing durable, and it holds the lock.
     assert_eq!(status(&store, "run-1").unwrap().phase, Phase::Suspended);
-    assert_eq!(store.prepare_import(&envelope).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(
+        store.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Busy
+    );
     let (mut run, running) = import.complete(Kernel::new(&log)).unwrap();
     assert_eq!(running, "running");
     assert_eq!(*log.lock().unwrap(), ["commit_paused", "activate"]);
@@ -87,7 +96,10 @@ fn import_follows_the_transaction_order_and_never_twice() {
             run_generation: 2
         })
     );
-    assert_eq!(store.prepare_import(&envelope).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(
+        store.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Busy
+    );
     run.close().unwrap();
     assert_eq!(
         store.prepare_import(&envelope).unwrap_err().reason(),
@@ -153,7 +165,11 @@ fn suspended_keeps_the_lock_and_reissue_is_idempotent() {
         .issue_snapshot(Lifecycle::Suspended, 7, payload("run-1", 1))
         .unwrap();
     assert_eq!(again.to_json(), envelope.to_json());
-    assert_eq!(*writes.lock().unwrap(), before, "no write for an identical re-issue");
+    assert_eq!(
+        *writes.lock().unwrap(),
+        before,
+        "no write for an identical re-issue"
+    );
     assert_eq!(
         run.issue_snapshot(Lifecycle::Suspended, 8, payload("run-1", 1))
             .unwrap_err()
@@ -161,7 +177,10 @@ fn suspended_keeps_the_lock_and_reissue_is_idempotent() {
         Reason::SnapshotConflict
     );
     // The owner keeps the lock while suspended.
-    assert_eq!(store.prepare_import(&envelope).unwrap_err().kind(), ErrorKind::Busy);
+    assert_eq!(
+        store.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Busy
+    );
 }
 
 #[test]
@@ -176,9 +195,15 @@ fn a_terminal_snapshot_writes_a_tombstone_and_releases_the_lock() {
     assert_eq!(run.phase(), None);
     assert_eq!(status(&store, "run-1").unwrap().phase, Phase::Completed);
     // Lock released: a new owner can take it, but the run id never restarts.
-    assert_eq!(store.start("run-1").unwrap_err().reason(), Reason::RunExists);
+    assert_eq!(
+        store.start("run-1").unwrap_err().reason(),
+        Reason::RunExists
+    );
     // A terminal envelope is never importable.
-    assert_eq!(store.prepare_import(&envelope).unwrap_err().reason(), Reason::Malformed);
+    assert_eq!(
+        store.prepare_import(&envelope).unwrap_err().reason(),
+        Reason::Malformed
+    );
     assert_eq!(
         run.issue_snapshot(Lifecycle::Suspended, 6, payload("run-1", 3))
             .unwrap_err()
@@ -200,7 +225,10 @@ fn a_crashed_active_owner_leaves_the_run_unimportable_forever() {
         other.prepare_import(&envelope).unwrap_err().reason(),
         Reason::NotSuspended
     );
-    assert_eq!(other.start("run-1").unwrap_err().reason(), Reason::RunExists);
+    assert_eq!(
+        other.start("run-1").unwrap_err().reason(),
+        Reason::RunExists
+    );
 }
 
 #[test]
@@ -238,7 +266,10 @@ fn advancing_the_generation_invalidates_older_signatures() {
         .unwrap();
     assert_ne!(first.authority().mac(), second.authority().mac());
     run.close().unwrap();
-    assert_eq!(store.prepare_import(&first).unwrap_err().reason(), Reason::Rejected);
+    assert_eq!(
+        store.prepare_import(&first).unwrap_err().reason(),
+        Reason::Rejected
+    );
     store.prepare_import(&second).unwrap().abort();
 }
 
@@ -266,14 +297,19 @@ fn local_resume_aborted_before_invalidation_leaves_everything_byte_identical() {
     let record = std::fs::read(&file).unwrap();
     let log = fake::log();
     let state = Arc::new(Mutex::new(b"suspended boundary".to_vec()));
-    let error = run.resume_local(Reservation::new(&log, &state)).unwrap_err();
+    let error = run
+        .resume_local(Reservation::new(&log, &state))
+        .unwrap_err();
     assert_ne!(error.kind(), ErrorKind::Uncertain);
     assert_eq!(*log.lock().unwrap(), ["local_abort"]);
     assert_eq!(*state.lock().unwrap(), b"suspended boundary");
     assert_eq!(std::fs::read(&file).unwrap(), record);
     assert_eq!(run.phase(), Some(Phase::Suspended));
     run.close().unwrap();
-    open(&temp.store_dir()).prepare_import(&envelope).unwrap().abort();
+    open(&temp.store_dir())
+        .prepare_import(&envelope)
+        .unwrap()
+        .abort();
 }
 
 #[test]
@@ -284,14 +320,25 @@ fn a_failed_invalidation_write_is_uncertain_and_never_commits() {
     arm(&armed);
     let log = fake::log();
     let state = Arc::new(Mutex::new(b"suspended".to_vec()));
-    let error = run.resume_local(Reservation::new(&log, &state)).unwrap_err();
+    let error = run
+        .resume_local(Reservation::new(&log, &state))
+        .unwrap_err();
     assert_eq!(error.kind(), ErrorKind::Uncertain);
     assert_eq!(*log.lock().unwrap(), ["local_abort"]);
     assert_eq!(run.resume().unwrap_err().kind(), ErrorKind::Uncertain);
     assert_eq!(run.close().unwrap_err().kind(), ErrorKind::Uncertain);
-    assert!(run.close().is_ok(), "only the first close reports uncertain");
-    assert_eq!(store.prepare_import(&envelope).unwrap_err().kind(), ErrorKind::Uncertain);
-    assert_eq!(store.start("run-1").unwrap_err().kind(), ErrorKind::Uncertain);
+    assert!(
+        run.close().is_ok(),
+        "only the first close reports uncertain"
+    );
+    assert_eq!(
+        store.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Uncertain
+    );
+    assert_eq!(
+        store.start("run-1").unwrap_err().kind(),
+        ErrorKind::Uncertain
+    );
 }
 
 #[test]
@@ -310,7 +357,10 @@ fn a_cancelled_import_before_the_write_stays_clean_and_retryable() {
     assert_eq!(*log.lock().unwrap(), ["kernel_abort"]);
     assert!(!store.is_uncertain("run-1"));
     assert_eq!(status(&store, "run-1").unwrap().phase, Phase::Suspended);
-    open(&temp.store_dir()).prepare_import(&envelope).unwrap().abort();
+    open(&temp.store_dir())
+        .prepare_import(&envelope)
+        .unwrap()
+        .abort();
 }
 
 #[test]
@@ -334,8 +384,14 @@ fn a_failed_consume_write_is_uncertain_and_fences_retry() {
         assert!(store.is_uncertain("run-1"));
         assert_eq!(status(&store, "run-1").unwrap().phase, durable, "{at:?}");
         // Fenced for the rest of this process: no automatic retry.
-        assert_eq!(store.prepare_import(&envelope).unwrap_err().kind(), ErrorKind::Uncertain);
-        assert_eq!(store.start("run-1").unwrap_err().kind(), ErrorKind::Uncertain);
+        assert_eq!(
+            store.prepare_import(&envelope).unwrap_err().kind(),
+            ErrorKind::Uncertain
+        );
+        assert_eq!(
+            store.start("run-1").unwrap_err().kind(),
+            ErrorKind::Uncertain
+        );
     }
 }
 
@@ -357,7 +413,13 @@ fn failures_after_consume_stay_uncertain() {
             &["commit_paused", "paused_abort"],
             Phase::Active,
         ),
-        (None, false, true, &["commit_paused", "activate"], Phase::Active),
+        (
+            None,
+            false,
+            true,
+            &["commit_paused", "activate"],
+            Phase::Active,
+        ),
     ];
     for (at, fail_commit, fail_activate, expected, durable) in cases {
         let temp = TempDir::new("after-consume");
@@ -378,7 +440,11 @@ fn failures_after_consume_stay_uncertain() {
             .unwrap_err();
         assert_eq!(error.kind(), ErrorKind::Uncertain, "{expected:?}");
         assert_eq!(*log.lock().unwrap(), expected);
-        assert_eq!(status(&store, "run-1").unwrap().phase, durable, "{expected:?}");
+        assert_eq!(
+            status(&store, "run-1").unwrap().phase,
+            durable,
+            "{expected:?}"
+        );
         // Another process (a fresh store) finds the run unimportable.
         let other = open(&temp.store_dir());
         assert_eq!(
@@ -414,7 +480,10 @@ fn close_with_an_outstanding_lease_is_busy_until_released() {
     let temp = TempDir::new("close");
     let store = open(&temp.store_dir());
     let run = store.start("run-1").unwrap();
-    assert_eq!(store.close().unwrap_err().reason(), Reason::LeasesOutstanding);
+    assert_eq!(
+        store.close().unwrap_err().reason(),
+        Reason::LeasesOutstanding
+    );
     assert!(!store.is_closed());
     // New work is refused while closing.
     assert_eq!(store.start("run-2").unwrap_err().reason(), Reason::Closed);
@@ -467,7 +536,10 @@ fn a_malformed_identity_is_unavailable() {
     let dir = temp.store_dir();
     drop(open(&dir));
     let bytes = std::fs::read(dir.join("identity.key")).unwrap();
-    for bad in [&bytes[..IDENTITY_BYTES - 1], &[bytes.as_slice(), b"x"].concat()[..]] {
+    for bad in [
+        &bytes[..IDENTITY_BYTES - 1],
+        &[bytes.as_slice(), b"x"].concat()[..],
+    ] {
         std::fs::write(dir.join("identity.key"), bad).unwrap();
         let error = Store::open(StoreOptions::new().directory(&dir)).unwrap_err();
         assert_eq!(error.reason(), Reason::IdentityInvalid);
@@ -476,7 +548,9 @@ fn a_malformed_identity_is_unavailable() {
     zero[40..].fill(0);
     std::fs::write(dir.join("identity.key"), &zero).unwrap();
     assert_eq!(
-        Store::open(StoreOptions::new().directory(&dir)).unwrap_err().reason(),
+        Store::open(StoreOptions::new().directory(&dir))
+            .unwrap_err()
+            .reason(),
         Reason::IdentityInvalid
     );
 }
@@ -502,12 +576,19 @@ fn a_tampered_record_is_a_verification_failure() {
     let envelope = suspended(&store, "run-1");
     let file = state_file(&dir, "run-1");
     let text = std::fs::read_to_string(&file).unwrap();
-    std::fs::write(&file, text.replace("\"run_generation\":1", "\"run_generation\":2")).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("\"run_generation\":1", "\"run_generation\":2"),
+    )
+    .unwrap();
     assert_eq!(
         store.prepare_import(&envelope).unwrap_err().reason(),
         Reason::RecordInvalid
     );
-    assert_eq!(store.start("run-1").unwrap_err().kind(), ErrorKind::Verification);
+    assert_eq!(
+        store.start("run-1").unwrap_err().kind(),
+        ErrorKind::Verification
+    );
     // Past the record bound: refused before parsing.
     std::fs::write(&file, vec![b' '; agent_authority::MAX_RECORD_BYTES + 1]).unwrap();
     assert_eq!(
@@ -544,7 +625,7 @@ fn envelopes_from_another_authority_are_refused() {
         other.prepare_import(&envelope).unwrap_err().reason(),
         Reason::ForeignScope
     );
-    let decoded = Envelope::decode(&envelope.to_json()).unwrap();
+    let decoded = SnapshotEnvelope::decode(&envelope.to_json()).unwrap();
     assert_eq!(
         other.prepare_import(&decoded).unwrap_err().kind(),
         ErrorKind::Verification

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use agent_authority::kernel::{ImportKernel, KernelError, LocalReservation, PausedRun};
-use agent_authority::{Envelope, Lifecycle, Step, Store, StoreOptions};
+use agent_authority::{Lifecycle, SnapshotEnvelope, Step, Store, StoreOptions};
 
 /// The longest this child waits to be killed before giving up on its own.
 const WAIT_FOR_KILL: Duration = Duration::from_secs(60);
@@ -102,7 +102,7 @@ fn main() {
     match mode.as_str() {
         "import" => {
             let bytes = std::fs::read(file).unwrap_or_default();
-            let result = Envelope::decode(&bytes)
+            let result = SnapshotEnvelope::decode(&bytes)
                 .map_err(agent_authority::AuthorityError::from)
                 .and_then(|envelope| store.prepare_import(&envelope))
                 .and_then(|import| import.complete(Kernel))
@@ -115,8 +115,9 @@ fn main() {
                 let mut run = store.start(&run_id)?;
                 let payload = format!(r#"{{"run_id":"{run_id}"}}"#).into_bytes();
                 let envelope = run.issue_snapshot(Lifecycle::Suspended, 3, payload)?;
-                std::fs::write(file, envelope.to_json())
-                    .map_err(|_| agent_authority::AuthorityError::from(agent_authority::Reason::Io))?;
+                std::fs::write(file, envelope.to_json()).map_err(|_| {
+                    agent_authority::AuthorityError::from(agent_authority::Reason::Io)
+                })?;
                 say(&format!("RUN {run_id}"));
                 armed.store(true, Ordering::SeqCst);
                 run.resume_local(Reservation)

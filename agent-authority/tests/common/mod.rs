@@ -6,7 +6,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use agent_authority::{ActiveRun, Envelope, Lifecycle, Store, StoreOptions};
+use agent_authority::{ActiveRun, Lifecycle, SnapshotEnvelope, Store, StoreOptions};
 
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
@@ -19,10 +19,8 @@ pub struct TempDir {
 impl TempDir {
     pub fn new(name: &str) -> TempDir {
         let n = NEXT.fetch_add(1, Ordering::Relaxed);
-        let path = std::env::temp_dir().join(format!(
-            "agent-authority-{}-{n}-{name}",
-            std::process::id()
-        ));
+        let path =
+            std::env::temp_dir().join(format!("agent-authority-{}-{n}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&path);
         std::fs::DirBuilder::new()
             .mode(0o700)
@@ -72,7 +70,7 @@ pub fn payload(run_id: &str, turns: u32) -> Vec<u8> {
 
 /// Starts `run_id`, issues a SUSPENDED snapshot and closes the owner (crash equivalent),
 /// so the envelope is importable by the next owner.
-pub fn suspended(store: &Store, run_id: &str) -> Envelope {
+pub fn suspended(store: &Store, run_id: &str) -> SnapshotEnvelope {
     let mut run = store.start(run_id).expect("start");
     let envelope = run
         .issue_snapshot(Lifecycle::Suspended, 7, payload(run_id, 1))
@@ -82,7 +80,7 @@ pub fn suspended(store: &Store, run_id: &str) -> Envelope {
 }
 
 /// Starts `run_id` and issues a SUSPENDED snapshot, keeping the owner.
-pub fn suspended_owner(store: &Store, run_id: &str) -> (ActiveRun, Envelope) {
+pub fn suspended_owner(store: &Store, run_id: &str) -> (ActiveRun, SnapshotEnvelope) {
     let mut run = store.start(run_id).expect("start");
     let envelope = run
         .issue_snapshot(Lifecycle::Suspended, 7, payload(run_id, 1))
