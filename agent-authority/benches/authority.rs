@@ -85,9 +85,15 @@ fn envelopes(c: &mut Criterion) {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!("agent-authority-bench-{}-{name}", std::process::id()));
+    let path = std::env::temp_dir().join(format!(
+        "agent-authority-bench-{}-{name}",
+        std::process::id()
+    ));
     let _ = std::fs::remove_dir_all(&path);
-    std::fs::DirBuilder::new().mode(0o700).create(&path).unwrap();
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&path)
+        .unwrap();
     path
 }
 
@@ -107,15 +113,26 @@ fn import(c: &mut Criterion) {
     };
     let envelope = suspended();
     let before = fsync_count();
-    let (run, ()) = store.prepare_import(&envelope).unwrap().complete(Inert).unwrap();
+    let (run, ()) = store
+        .prepare_import(&envelope)
+        .unwrap()
+        .complete(Inert)
+        .unwrap();
     drop(run);
-    println!("import/transaction: {} fsyncs per import", fsync_count() - before);
+    println!(
+        "import/transaction: {} fsyncs per import",
+        fsync_count() - before
+    );
 
     c.bench_function("import/transaction", |b| {
         b.iter_batched(
             &mut suspended,
             |envelope| {
-                let (run, ()) = store.prepare_import(&envelope).unwrap().complete(Inert).unwrap();
+                let (run, ()) = store
+                    .prepare_import(&envelope)
+                    .unwrap()
+                    .complete(Inert)
+                    .unwrap();
                 drop(run);
             },
             BatchSize::PerIteration,

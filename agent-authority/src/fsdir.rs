@@ -54,6 +54,12 @@ fn io_error(errno: Errno) -> AuthorityError {
     }
 }
 
+/// The permission bits; `st_mode` is `u32` on Linux but narrower elsewhere.
+#[allow(clippy::unnecessary_cast)]
+fn mode_bits(stat: &Stat) -> u32 {
+    (stat.st_mode as u32) & 0o7777
+}
+
 fn euid() -> u32 {
     rustix::process::geteuid().as_raw()
 }
@@ -61,7 +67,7 @@ fn euid() -> u32 {
 /// An ancestor is trusted when root or we own it and, if others may write it, it is
 /// sticky (so they cannot rename our entries away).
 fn trusted_ancestor(stat: &Stat, uid: u32) -> bool {
-    let mode = stat.st_mode as u32;
+    let mode = mode_bits(stat);
     FileType::from_raw_mode(stat.st_mode) == FileType::Directory
         && (stat.st_uid == 0 || stat.st_uid == uid)
         && (mode & 0o022 == 0 || mode & 0o1000 != 0)
@@ -72,7 +78,7 @@ pub(crate) fn trusted_file(stat: &Stat, uid: u32) -> bool {
     FileType::from_raw_mode(stat.st_mode) == FileType::RegularFile
         && stat.st_uid == uid
         && stat.st_nlink == 1
-        && (stat.st_mode as u32) & 0o7777 == FILE_MODE
+        && mode_bits(stat) == FILE_MODE
 }
 
 /// The store directory, bound once.
@@ -129,7 +135,7 @@ impl BoundDir {
         let stat = rustix::fs::fstat(&fd).map_err(io_error)?;
         if FileType::from_raw_mode(stat.st_mode) != FileType::Directory
             || stat.st_uid != uid
-            || (stat.st_mode as u32) & 0o7777 != DIRECTORY_MODE
+            || mode_bits(&stat) != DIRECTORY_MODE
         {
             return Err(untrusted());
         }
@@ -147,7 +153,7 @@ impl BoundDir {
                 // The umask may have narrowed the mode further; widen it back to exactly
                 // 0700 on the directory we just made (it is ours).
                 let stat = rustix::fs::fstat(&fd).map_err(io_error)?;
-                if stat.st_uid == euid() && (stat.st_mode as u32) & 0o7777 != DIRECTORY_MODE {
+                if stat.st_uid == euid() && mode_bits(&stat) != DIRECTORY_MODE {
                     rustix::fs::fchmod(&fd, Mode::from_raw_mode(DIRECTORY_MODE))
                         .map_err(io_error)?;
                 }

@@ -90,14 +90,21 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
     .unwrap();
     let engine = engine();
     let agent = AgentDefinition::new("a", "scripted", 3).unwrap();
-    let prepared = engine.prepare(&agent, Message::user("hi").unwrap()).await.unwrap();
+    let prepared = engine
+        .prepare(&agent, Message::user("hi").unwrap())
+        .await
+        .unwrap();
     let mut owner = store.start(prepared.run_id()).unwrap();
     let run = prepared.commit(&CancellationToken::new()).unwrap();
     run.suspend().await.unwrap();
     let snapshot = run.snapshot().unwrap();
     let before = snapshot.to_json();
     let envelope = owner
-        .issue_snapshot(Lifecycle::Suspended, snapshot.last_sequence(), before.clone())
+        .issue_snapshot(
+            Lifecycle::Suspended,
+            snapshot.last_sequence(),
+            before.clone(),
+        )
         .unwrap();
 
     // The authority refuses before the invalidation: the kernel reservation is aborted.
@@ -106,7 +113,10 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
     assert!(owner.resume_local(reservation).is_err());
     assert_eq!(run.snapshot().unwrap().to_json(), before, "byte-identical");
     assert_eq!(envelope.payload(), before.as_slice());
-    assert_eq!(store.inspect(run.id()).unwrap().unwrap().phase, Phase::Suspended);
+    assert_eq!(
+        store.inspect(run.id()).unwrap().unwrap().phase,
+        Phase::Suspended
+    );
 
     // Now the full order: reservation, durable invalidation, kernel commit.
     armed.store(false, Ordering::SeqCst);
@@ -129,13 +139,20 @@ async fn an_import_commits_paused_then_activates_the_engine_run_once() {
     let store = common::open(&temp.store_dir());
     let first = engine();
     let agent = AgentDefinition::new("a", "scripted", 3).unwrap();
-    let prepared = first.prepare(&agent, Message::user("hi").unwrap()).await.unwrap();
+    let prepared = first
+        .prepare(&agent, Message::user("hi").unwrap())
+        .await
+        .unwrap();
     let mut owner = store.start(prepared.run_id()).unwrap();
     let run = prepared.commit(&CancellationToken::new()).unwrap();
     run.suspend().await.unwrap();
     let snapshot = run.snapshot().unwrap();
     let envelope = owner
-        .issue_snapshot(Lifecycle::Suspended, snapshot.last_sequence(), snapshot.to_json())
+        .issue_snapshot(
+            Lifecycle::Suspended,
+            snapshot.last_sequence(),
+            snapshot.to_json(),
+        )
         .unwrap();
     run.cancel();
     let _ = run.wait().await;

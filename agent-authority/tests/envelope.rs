@@ -14,6 +14,9 @@ use common::{TempDir, open, suspended};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+/// An edit of an envelope's JSON.
+type Edit = Box<dyn Fn(&mut Value)>;
+
 const GOLDEN_PAYLOAD: &str = r#"{"version":"spice.agent.snapshot/v1alpha3","run_id":"run-1"}"#;
 const GOLDEN_MAC: &str = "05ba8690fd9c49aab5d06fda233627ef15eb12832c97c0d26cfff9243dcb9897";
 
@@ -202,7 +205,7 @@ fn payload_and_envelope_size_bounds_hold_at_and_past_them() {
 fn structural_rules_refuse_digest_payload_and_root_mistakes() {
     let good = golden().to_json();
     let mut value: Value = serde_json::from_slice(&good).unwrap();
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>, StructuralError)> = vec![
+    let cases: Vec<(&str, Edit, StructuralError)> = vec![
         (
             "unknown root member",
             Box::new(|v| v["extra"] = json!(1)),
@@ -303,7 +306,7 @@ fn keyed_verification_refuses_every_authenticated_tamper() {
     )
     .unwrap();
     let good: Value = serde_json::from_slice(&signed.to_json()).unwrap();
-    let tampers: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let tampers: Vec<(&str, Edit)> = vec![
         (
             "scope",
             Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32))),
@@ -363,7 +366,7 @@ fn import_refuses_every_tampered_field() {
     let store = open(&temp.store_dir());
     let envelope = suspended(&store, "run-t");
     let good: Value = serde_json::from_slice(&envelope.to_json()).unwrap();
-    let tampers: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
+    let tampers: Vec<(&str, Edit)> = vec![
         (
             "scope",
             Box::new(|v| v["authority"]["scope_id"] = json!("12".repeat(32))),

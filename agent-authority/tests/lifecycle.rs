@@ -397,7 +397,10 @@ fn a_failed_consume_write_is_uncertain_and_fences_retry() {
 
 #[test]
 fn failures_after_consume_stay_uncertain() {
-    let cases: [(Option<Step>, bool, bool, &[&str], Phase); 4] = [
+    /// Where it fails (a hook step, or the kernel's commit or activation), what the kernel
+    /// saw, and the phase left on disk.
+    type Case = (Option<Step>, bool, bool, &'static [&'static str], Phase);
+    let cases: [Case; 4] = [
         (None, true, false, &["commit_paused"], Phase::Importing),
         (
             Some(Step::TempSynced(Phase::Active)),

@@ -39,13 +39,13 @@ impl TempDir {
 }
 
 fn make_writable(path: &Path) {
-    if let Ok(meta) = std::fs::symlink_metadata(path) {
-        if meta.is_dir() {
-            let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
-            if let Ok(entries) = std::fs::read_dir(path) {
-                for entry in entries.flatten() {
-                    make_writable(&entry.path());
-                }
+    if let Ok(meta) = std::fs::symlink_metadata(path)
+        && meta.is_dir()
+    {
+        let _ = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700));
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for entry in entries.flatten() {
+                make_writable(&entry.path());
             }
         }
     }
