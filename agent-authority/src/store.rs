@@ -651,8 +651,14 @@ impl ActiveRun {
             .lease
             .identity
             .snapshot_authority(&self.run_id, self.generation);
+        // A payload that breaks the envelope's rules (another run's, empty, too large) is the
+        // caller's mistake here, not a verification failure: state.
         let envelope =
-            SnapshotEnvelope::sign(&authority, &self.run_id, last_sequence, lifecycle, payload)?;
+            SnapshotEnvelope::sign(&authority, &self.run_id, last_sequence, lifecycle, payload)
+                .map_err(|error| match error.reason() {
+                    Reason::Malformed => AuthorityError::new(Reason::InvalidInput),
+                    _ => error,
+                })?;
         let generation = self.generation;
         match lifecycle {
             Lifecycle::Suspended => {

@@ -177,6 +177,16 @@ fn suspended_keeps_the_lock_and_reissue_is_idempotent() {
         Reason::SnapshotConflict
     );
     // The owner keeps the lock while suspended.
+    let mut other = store.start("run-2").unwrap();
+    let error = other
+        .issue_snapshot(Lifecycle::Suspended, 1, payload("run-1", 1))
+        .unwrap_err();
+    assert_eq!(
+        error.reason(),
+        Reason::InvalidInput,
+        "another run's payload"
+    );
+    assert_eq!(other.phase(), Some(Phase::Active));
     assert_eq!(
         store.prepare_import(&envelope).unwrap_err().kind(),
         ErrorKind::Busy
