@@ -4,6 +4,9 @@
 //! log is gap-free with exactly one terminal, last; every committed start is closed exactly
 //! once; `wait()` agrees with the terminal (and with a reference model of the loop); the
 //! terminal snapshot validates; and a failed or cancelled run resumes from it consistently.
+//! A second property drives the host decisions (commit, commit paused then activate or abort,
+//! abort, cancellation while paused) in any order: run ids are never reused, aborted runs
+//! publish nothing, and the engine drains.
 
 mod engine_support;
 
@@ -332,8 +335,96 @@ async fn resume_answering(snapshot: Snapshot) {
     drained(&engine).await;
 }
 
+/// One host decision about a prepared run.
+#[derive(Debug, Clone, Copy)]
+enum Decision {
+    Commit,
+    Abort,
+    PausedActivate { cancel_first: bool },
+    PausedAbort,
+    Drop,
+}
+
+fn decision() -> impl Strategy<Value = Decision> {
+    prop_oneof![
+        Just(Decision::Commit),
+        Just(Decision::Abort),
+        any::<bool>().prop_map(|cancel_first| Decision::PausedActivate { cancel_first }),
+        Just(Decision::PausedAbort),
+        Just(Decision::Drop),
+    ]
+}
+
+async fn decide(decisions: Vec<Decision>) {
+    let scripts = decisions.iter().map(|_| Script::answer("ok")).collect();
+    let journal = journal();
+    let engine = Setup::new(
+        FaultProvider::new(scripts, None),
+        plans(Vec::new(), Vec::new()),
+    )
+    .observer(Arc::new(TestObserver::new(journal.clone())))
+    .build();
+    let mut seen = BTreeSet::new();
+    let mut published = 0usize;
+    for decision in decisions {
+        let root = tokio_util::sync::CancellationToken::new();
+        let prepared = engine.prepare(&agent(1), input()).await.expect("prepared");
+        let id = agent_core::RunId::new(prepared.run_id()).unwrap();
+        assert!(seen.insert(id.clone()), "run id {id} reused");
+        assert!(!engine.is_retired(&id));
+        match decision {
+            Decision::Commit => {
+                let run = prepared.commit(&root).expect("committed");
+                within("the run", run.wait()).await.expect("completes");
+                published += envelopes(&run).len();
+            }
+            Decision::Abort => prepared.abort().await.expect("aborted"),
+            Decision::Drop => drop(prepared),
+            Decision::PausedAbort => {
+                let paused = prepared.commit_paused(&root).expect("paused");
+                paused.abort().await.expect("aborted");
+            }
+            Decision::PausedActivate { cancel_first } => {
+                let paused = prepared.commit_paused(&root).expect("paused");
+                if cancel_first {
+                    root.cancel();
+                }
+                let run = paused.activate();
+                let outcome = within("the run", run.wait()).await;
+                assert_eq!(outcome.is_err(), cancel_first);
+                published += envelopes(&run).len();
+            }
+        }
+        drop_wait(&engine).await;
+        assert!(engine.is_retired(&id), "{decision:?}: the id is retired");
+        assert_eq!(entries(&journal).len(), published, "{decision:?}");
+    }
+    drained(&engine).await;
+}
+
+/// Waits until no run is live (a dropped preparation releases in the background).
+async fn drop_wait(engine: &agent_core::agent::Engine) {
+    within("the engine to forget the run", async {
+        while engine.live_runs() > 0 {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn host_decisions_never_reuse_an_id_and_aborts_publish_nothing(
+        decisions in prop::collection::vec(decision(), 1..8),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(decide(decisions));
+    }
 
     #[test]
     fn every_run_ends_once_with_a_consistent_log(

@@ -782,6 +782,41 @@ async fn snapshot_validation_rejects_malformed_and_inconsistent_input() {
         Err(SnapshotError::Version("agent-core.snapshot/v0".into()))
     );
 
+    // The identities travel with the snapshot, round-trip exactly and are checked.
+    assert_eq!(done["compatibility"], json!(TEST_COMPATIBILITY));
+    assert!(
+        done.get("workspace").is_none(),
+        "unset identities are left out"
+    );
+    let back = parse(&done).unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&back.to_json()).unwrap(),
+        done
+    );
+    let mut v1 = done.clone();
+    v1["version"] = json!("agent-core.snapshot/v1");
+    assert_eq!(
+        parse(&v1),
+        Err(SnapshotError::Version("agent-core.snapshot/v1".into()))
+    );
+    let mut missing = done.clone();
+    missing.as_object_mut().unwrap().remove("plan_identity");
+    assert!(matches!(parse(&missing), Err(SnapshotError::Malformed(_))));
+    for (field, bad, needle) in [
+        ("plan_identity", json!("sha256:x"), "identities"),
+        ("static_identity", json!("md5:0"), "identities"),
+        ("compatibility", json!("two words"), "compatibility"),
+        ("workspace", json!("/home/me/project"), "workspace"),
+    ] {
+        let mut broken = done.clone();
+        broken[field] = bad;
+        assert!(
+            invalid_because(parse(&broken), needle),
+            "{field}: {:?}",
+            parse(&broken)
+        );
+    }
+
     let mut suspended_open = open.clone();
     suspended_open["status"] = json!("suspended");
     suspended_open["completed_turns"] = json!(1);

@@ -86,10 +86,13 @@ mod tests {
         assert_eq!(identity(&moved), id);
     }
 
+    /// One change to a descriptor, named.
+    type Change = (&'static str, fn(&mut Descriptor));
+
     #[test]
     fn any_change_of_name_kind_path_or_signature_changes_it() {
         let base = identity(&sample());
-        let changes: Vec<(&str, fn(&mut Descriptor))> = vec![
+        let changes: Vec<Change> = vec![
             ("name", |d| {
                 d.name = LitStr::new("reader", Span::call_site())
             }),
