@@ -190,7 +190,21 @@ fn relative_and_dotted_paths_are_configuration_errors() {
 #[test]
 fn the_default_directory_is_under_the_state_home() {
     // Read only: nothing is created at the default location here.
-    let path = agent_authority::default_directory().unwrap();
-    assert!(path.ends_with(agent_authority::DEFAULT_SUBDIRECTORY));
-    assert!(path.is_absolute());
+    let absolute = |name| std::env::var_os(name).is_some_and(|v| Path::new(&v).is_absolute());
+    match agent_authority::default_directory() {
+        Ok(path) => {
+            assert!(path.ends_with(agent_authority::DEFAULT_SUBDIRECTORY));
+            assert!(path.is_absolute());
+            let base = if absolute("XDG_STATE_HOME") {
+                std::path::PathBuf::from(std::env::var_os("XDG_STATE_HOME").unwrap())
+            } else {
+                Path::new(&std::env::var_os("HOME").unwrap()).join(".local/state")
+            };
+            assert_eq!(path, base.join(agent_authority::DEFAULT_SUBDIRECTORY));
+        }
+        Err(error) => {
+            assert!(!absolute("XDG_STATE_HOME") && !absolute("HOME"));
+            assert_eq!(error.reason(), Reason::Configuration);
+        }
+    }
 }
