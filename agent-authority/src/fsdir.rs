@@ -268,3 +268,74 @@ impl BoundDir {
         result
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::DirBuilderExt;
+
+    use super::*;
+
+    fn temp(name: &str) -> std::path::PathBuf {
+        let path = std::env::temp_dir().join(format!(
+            "agent-authority-unit-{}-{name}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&path)
+            .unwrap();
+        path
+    }
+
+    #[test]
+    fn reads_hold_their_bound_at_and_past_it() {
+        let base = temp("read-bound");
+        let dir = BoundDir::bind(&base.join("store")).unwrap();
+        dir.write_atomic("at", &[b'x'; 64], &mut |_| Ok(()))
+            .unwrap();
+        dir.write_atomic("past", &[b'x'; 65], &mut |_| Ok(()))
+            .unwrap();
+        assert_eq!(
+            dir.read("at", 64, Reason::RecordInvalid)
+                .unwrap()
+                .unwrap()
+                .len(),
+            64
+        );
+        assert_eq!(
+            dir.read("past", 64, Reason::RecordInvalid)
+                .unwrap_err()
+                .reason(),
+            Reason::RecordInvalid
+        );
+        assert_eq!(dir.read("absent", 64, Reason::RecordInvalid).unwrap(), None);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_failed_write_leaves_the_destination_and_no_temp_file() {
+        let base = temp("write-fail");
+        let dir = BoundDir::bind(&base.join("store")).unwrap();
+        dir.write_atomic("file", b"old", &mut |_| Ok(())).unwrap();
+        let before = fsync_count();
+        let error = dir
+            .write_atomic("file", b"new", &mut |stage| match stage {
+                WriteStage::TempSynced => Err(AuthorityError::new(Reason::Io)),
+                WriteStage::Renamed => Ok(()),
+            })
+            .unwrap_err();
+        assert_eq!(error.reason(), Reason::Io);
+        assert!(
+            fsync_count() > before,
+            "the temp file was synced before the failure"
+        );
+        assert_eq!(std::fs::read(base.join("store/file")).unwrap(), b"old");
+        let names: Vec<_> = std::fs::read_dir(base.join("store"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, ["file"]);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+}
