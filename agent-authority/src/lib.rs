@@ -15,9 +15,11 @@ pub mod engine;
 mod envelope;
 mod error;
 mod fsdir;
+mod identity;
 pub mod kernel;
 mod keys;
 mod record;
+mod run;
 mod store;
 
 pub use envelope::{
@@ -27,9 +29,10 @@ pub use envelope::{
 };
 pub use error::{AuthorityError, ErrorKind, Reason};
 pub use fsdir::{DIRECTORY_MODE, FILE_MODE, fsync_count};
+pub use identity::{IDENTITY_BYTES, INITIAL_KEY_GENERATION};
 pub use keys::{DIGEST_BYTES, KEY_BYTES, MAC_BYTES, SCOPE_ID_BYTES, ScopeId, SecretKey, sha256};
 pub use record::{MAX_RECORD_BYTES, Phase, RECORD_VERSION};
+pub use run::{ActiveRun, Import, TerminalPhase};
 pub use store::{
-    ActiveRun, DEFAULT_SUBDIRECTORY, IDENTITY_BYTES, INITIAL_KEY_GENERATION, Import, RunStatus,
-    Step, StepHook, Store, StoreOptions, TerminalPhase, default_directory,
+    DEFAULT_SUBDIRECTORY, RunStatus, Step, StepHook, Store, StoreOptions, default_directory,
 };
