@@ -112,7 +112,7 @@ pub struct EngineBuilder {
     broker: Option<Arc<dyn Broker>>,
     observers: Vec<Arc<dyn Observer>>,
     options: EngineOptions,
-    identity: EngineIdentity,
+    identity: Option<Arc<EngineIdentity>>,
 }
 
 impl fmt::Debug for EngineBuilder {
@@ -173,7 +173,7 @@ impl EngineBuilder {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn identity(mut self, identity: EngineIdentity) -> Self {
-        self.identity = identity;
+        self.identity = Some(Arc::new(identity));
         self
     }
 
@@ -228,13 +228,13 @@ impl Engine {
             broker: None,
             observers: Vec::new(),
             options: EngineOptions::default(),
-            identity: EngineIdentity::default(),
+            identity: None,
         }
     }
 
     /// What the application stated about the code this engine runs.
     pub fn identity(&self) -> &EngineIdentity {
-        &self.inner.identity
+        self.inner.identity()
     }
 
     /// Validates the input, leases the current tool plan, allocates the run id and builds
@@ -288,7 +288,7 @@ impl Engine {
         }
         // Fail closed before anything is leased: only an engine that shares a non-empty
         // compatibility identity and the static identities continues another's snapshot.
-        let engine = &self.inner.identity;
+        let engine = self.inner.identity();
         match (engine.compatibility(), snapshot.compatibility()) {
             (Some(ours), Some(theirs)) if ours == theirs => {}
             (Some(_), Some(_)) => {

@@ -49,8 +49,9 @@ pub(crate) struct EngineInner {
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     pub(super) setup: std::sync::OnceLock<CancellationToken>,
-    /// What the application said about the code it runs.
-    pub(super) identity: EngineIdentity,
+    /// What the application said about the code it runs; `None` for the default, which
+    /// keeps an engine that states nothing as small and cheap to build as before.
+    pub(super) identity: Option<Arc<EngineIdentity>>,
     /// The plan identity of the first generation leased, reused while leases are of it
     /// (always, for a static plan), so a run pays no hashing for it.
     pub(super) plan_identity: std::sync::OnceLock<Arc<PlanIdentity>>,
@@ -65,12 +66,19 @@ impl EngineInner {
     pub(super) fn plan_identity_for(&self, lease: &ToolPlanLease) -> Arc<PlanIdentity> {
         let first = self
             .plan_identity
-            .get_or_init(|| Arc::new(PlanIdentity::of(&self.identity, lease)));
+            .get_or_init(|| Arc::new(PlanIdentity::of(self.identity(), lease)));
         if first.describes(lease) {
             first.clone()
         } else {
-            Arc::new(PlanIdentity::of(&self.identity, lease))
+            Arc::new(PlanIdentity::of(self.identity(), lease))
         }
+    }
+
+    /// What the application said about the code this engine runs.
+    pub(super) fn identity(&self) -> &EngineIdentity {
+        static DEFAULT: std::sync::LazyLock<EngineIdentity> =
+            std::sync::LazyLock::new(EngineIdentity::default);
+        self.identity.as_deref().unwrap_or(&DEFAULT)
     }
 
     /// Who answers interactions.
