@@ -66,11 +66,12 @@ impl Watched {
         self.child.wait().expect("reap");
     }
 
-    fn finish(mut self) -> String {
+    /// The outcome line, and every line before it.
+    fn finish(mut self) -> (String, Vec<String>) {
         let mut seen = Vec::new();
         let outcome = self.until("OUTCOME ", &mut seen).expect("an outcome");
         self.child.wait().expect("reap");
-        outcome
+        (outcome, seen)
     }
 }
 
@@ -189,7 +190,9 @@ fn a_completed_local_resume_is_no_longer_importable() {
     let mut seen = Vec::new();
     let run = child.until("RUN ", &mut seen).expect("the run id");
     let run_id = run.trim_start_matches("RUN ").to_owned();
-    assert_eq!(child.finish(), "OUTCOME ok");
+    let (outcome, seen) = child.finish();
+    assert_eq!(outcome, "OUTCOME ok");
+    assert_eq!(seen, ["KERNEL COMMITTED"]);
     let envelope = SnapshotEnvelope::decode(&std::fs::read(&file).unwrap()).unwrap();
     check_after_crash(&dir, &run_id, &envelope, false);
 }
@@ -211,9 +214,18 @@ fn two_processes_importing_one_envelope_end_with_exactly_one_owner() {
         ];
         let first = Watched::spawn(&args);
         let second = Watched::spawn(&args);
-        let outcomes = [first.finish(), second.finish()];
+        let (first, first_lines) = first.finish();
+        let (second, second_lines) = second.finish();
+        let outcomes = [first, second];
         let winners = outcomes.iter().filter(|o| *o == "OUTCOME ok").count();
         assert_eq!(winners, 1, "{outcomes:?}");
+        // Never both running: the kernel was activated exactly once, by the winner.
+        let activations = first_lines
+            .iter()
+            .chain(&second_lines)
+            .filter(|l| *l == "KERNEL ACTIVATED")
+            .count();
+        assert_eq!(activations, 1, "{first_lines:?} {second_lines:?}");
         assert!(
             outcomes
                 .iter()
