@@ -1,0 +1,431 @@
+//! The per-user run authority: the bound directory and identity, per-run locks and signed
+//! lifecycle records, leases, the uncertain fence, start and the first half of an import.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::fs::{File, TryLockError};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
+use crate::error::{AuthorityError, Reason};
+use crate::fsdir::{BoundDir, WriteStage};
+use crate::identity::Identity;
+use crate::keys::{ScopeId, hex_encode, sha256};
+use crate::record::{MAX_RECORD_BYTES, Phase, Record, SnapshotClaim};
+use crate::run::{ActiveRun, Import, RunState};
+
+/// The default store, below the user's state directory: `$XDG_STATE_HOME/agent-kit/run-authority`,
+/// else `$HOME/.local/state/agent-kit/run-authority`.
+pub const DEFAULT_SUBDIRECTORY: &str = "agent-kit/run-authority";
+
+/// A point in a lifecycle operation, reported to a [`StepHook`] (crash and failure tests
+/// choose where to stop or fail with it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Step {
+    /// Import: the run's lock is held; the record match and keyed verification are next.
+    ImportLocked,
+    /// Import: verified; the IMPORTING write is next.
+    ImportVerified,
+    /// Import: IMPORTING is durable; the kernel's paused commit is next.
+    ImportConsumed,
+    /// Import: the kernel run is committed paused; the ACTIVE write is next.
+    ImportCommitted,
+    /// Import: ACTIVE is durable; kernel activation is next.
+    ImportRecorded,
+    /// Local resume: the kernel reservation is held; the invalidating write is next.
+    LocalReserved,
+    /// Local resume: ACTIVE at generation + 1 is durable; the kernel commit is next.
+    LocalInvalidated,
+    /// A record write for this phase: the temp file is synced; the rename is next.
+    TempSynced(Phase),
+    /// A record write for this phase: renamed into place; the directory fsync is next.
+    Renamed(Phase),
+}
+
+impl Step {
+    /// Every step once: an import's, a suspension's, a local resume's (whose ACTIVE write
+    /// repeats `TempSynced(Active)` and `Renamed(Active)`), then the tombstones'.
+    pub const ALL: [Step; 19] = [
+        Step::ImportLocked,
+        Step::ImportVerified,
+        Step::TempSynced(Phase::Importing),
+        Step::Renamed(Phase::Importing),
+        Step::ImportConsumed,
+        Step::ImportCommitted,
+        Step::TempSynced(Phase::Active),
+        Step::Renamed(Phase::Active),
+        Step::ImportRecorded,
+        Step::TempSynced(Phase::Suspended),
+        Step::Renamed(Phase::Suspended),
+        Step::LocalReserved,
+        Step::LocalInvalidated,
+        Step::TempSynced(Phase::Completed),
+        Step::Renamed(Phase::Completed),
+        Step::TempSynced(Phase::Failed),
+        Step::Renamed(Phase::Failed),
+        Step::TempSynced(Phase::Cancelled),
+        Step::Renamed(Phase::Cancelled),
+    ];
+}
+
+/// Observes each [`Step`]; an `Err` makes the operation fail right there (at a write
+/// stage: the write fails after the writer was called, which makes the run uncertain).
+pub type StepHook = Arc<dyn Fn(Step) -> Result<(), ()> + Send + Sync>;
+
+/// How to open a [`Store`].
+#[derive(Clone, Default)]
+pub struct StoreOptions {
+    directory: Option<PathBuf>,
+    hook: Option<StepHook>,
+}
+
+impl fmt::Debug for StoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StoreOptions")
+            .field("directory", &self.directory.as_ref().map(|_| "<set>"))
+            .field("hook", &self.hook.as_ref().map(|_| "<set>"))
+            .finish()
+    }
+}
+
+impl StoreOptions {
+    /// The default directory, no hook.
+    pub fn new() -> Self {
+        StoreOptions::default()
+    }
+
+    /// Uses `directory` (an absolute path) instead of the default.
+    pub fn directory(mut self, directory: impl Into<PathBuf>) -> Self {
+        self.directory = Some(directory.into());
+        self
+    }
+
+    /// Installs a step hook.
+    pub fn step_hook(mut self, hook: StepHook) -> Self {
+        self.hook = Some(hook);
+        self
+    }
+}
+
+/// The default store directory from the environment (see [`DEFAULT_SUBDIRECTORY`]).
+pub fn default_directory() -> Result<PathBuf, AuthorityError> {
+    let absolute = |value: std::ffi::OsString| {
+        let path = PathBuf::from(value);
+        path.is_absolute().then_some(path)
+    };
+    let base = std::env::var_os("XDG_STATE_HOME")
+        .and_then(absolute)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .and_then(absolute)
+                .map(|h| h.join(".local/state"))
+        })
+        .ok_or(AuthorityError::new(Reason::Configuration))?;
+    Ok(base.join(DEFAULT_SUBDIRECTORY))
+}
+
+struct Open {
+    dir: Arc<BoundDir>,
+    identity: Arc<Identity>,
+}
+
+struct Shared {
+    leases: usize,
+    closing: bool,
+    open: Option<Open>,
+}
+
+pub(crate) struct Inner {
+    shared: Mutex<Shared>,
+    uncertain: Mutex<HashSet<String>>,
+    hook: Option<StepHook>,
+}
+
+impl Inner {
+    fn shared(&self) -> MutexGuard<'_, Shared> {
+        self.shared.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn is_uncertain(&self, run_id: &str) -> bool {
+        self.uncertain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(run_id)
+    }
+
+    pub(crate) fn fence(&self, run_id: &str) {
+        self.uncertain
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(run_id.to_owned());
+    }
+
+    pub(crate) fn step(&self, step: Step) -> Result<(), AuthorityError> {
+        match &self.hook {
+            Some(hook) => hook(step).map_err(|()| {
+                AuthorityError::io(&std::io::Error::from(std::io::ErrorKind::Interrupted))
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Keeps the store open while a run or import uses it; the last release completes a
+/// pending [`Store::close`].
+pub(crate) struct Lease {
+    pub(crate) inner: Arc<Inner>,
+    dir: Arc<BoundDir>,
+    pub(crate) identity: Arc<Identity>,
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut shared = self.inner.shared();
+        shared.leases -= 1;
+        if shared.closing && shared.leases == 0 {
+            shared.open = None;
+        }
+    }
+}
+
+fn file_stem(run_id: &str) -> String {
+    format!("run-{}", hex_encode(&sha256(run_id.as_bytes())))
+}
+
+impl Lease {
+    pub(crate) fn lock_run(&self, run_id: &str) -> Result<File, AuthorityError> {
+        let file = self.dir.open_lock(&format!("{}.lock", file_stem(run_id)))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(TryLockError::WouldBlock) => Err(AuthorityError::new(Reason::RunBusy)),
+            Err(TryLockError::Error(error)) => Err(AuthorityError::io(&error)),
+        }
+    }
+
+    pub(crate) fn read_record(&self, run_id: &str) -> Result<Option<Record>, AuthorityError> {
+        let name = format!("{}.state", file_stem(run_id));
+        match self
+            .dir
+            .read(&name, MAX_RECORD_BYTES, Reason::RecordInvalid)?
+        {
+            None => Ok(None),
+            Some(bytes) => {
+                Record::decode(&bytes, &self.identity.root, &self.identity.expect(run_id)).map(Some)
+            }
+        }
+    }
+
+    /// Writes the record. Every failure once this is called counts as attempted.
+    pub(crate) fn write_record(
+        &self,
+        run_id: &str,
+        run_generation: u64,
+        phase: Phase,
+        snapshot: Option<SnapshotClaim>,
+    ) -> Result<(), AuthorityError> {
+        let record = Record::new(
+            &self.identity.expect(run_id),
+            run_generation,
+            phase,
+            snapshot,
+        );
+        let bytes = record.encode(&self.identity.root);
+        let name = format!("{}.state", file_stem(run_id));
+        let inner = &self.inner;
+        self.dir
+            .write_atomic(&name, &bytes, &mut |stage| match stage {
+                WriteStage::TempSynced => inner.step(Step::TempSynced(phase)),
+                WriteStage::Renamed => inner.step(Step::Renamed(phase)),
+            })
+    }
+}
+
+/// The durable state of one run, as [`Store::inspect`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunStatus {
+    /// The recorded phase.
+    pub phase: Phase,
+    /// The recorded run generation.
+    pub run_generation: u64,
+}
+
+/// The per-user run authority. Cheap to clone; clones share the bound directory, the
+/// identity, the leases and the uncertain fence.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let shared = self.inner.shared();
+        f.debug_struct("Store")
+            .field("open", &shared.open.is_some())
+            .field("leases", &shared.leases)
+            .field("closing", &shared.closing)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Binds the directory (creating it 0700), then loads or creates the identity.
+    pub fn open(options: StoreOptions) -> Result<Store, AuthorityError> {
+        let path = match options.directory {
+            Some(path) => path,
+            None => default_directory()?,
+        };
+        Store::open_at(&path, options.hook)
+    }
+
+    fn open_at(path: &Path, hook: Option<StepHook>) -> Result<Store, AuthorityError> {
+        let dir = BoundDir::bind(path)?;
+        let identity = Identity::load_or_create(&dir)?;
+        Ok(Store {
+            inner: Arc::new(Inner {
+                shared: Mutex::new(Shared {
+                    leases: 0,
+                    closing: false,
+                    open: Some(Open {
+                        dir: Arc::new(dir),
+                        identity: Arc::new(identity),
+                    }),
+                }),
+                uncertain: Mutex::new(HashSet::new()),
+                hook,
+            }),
+        })
+    }
+
+    /// This authority's public scope.
+    pub fn scope_id(&self) -> Result<ScopeId, AuthorityError> {
+        let lease = self.lease()?;
+        Ok(lease.identity.scope)
+    }
+
+    /// The authority key generation written into envelopes.
+    pub fn key_generation(&self) -> Result<u64, AuthorityError> {
+        let lease = self.lease()?;
+        Ok(lease.identity.key_generation)
+    }
+
+    fn lease(&self) -> Result<Lease, AuthorityError> {
+        let mut shared = self.inner.shared();
+        if shared.closing {
+            return Err(AuthorityError::new(Reason::Closed));
+        }
+        let Some(open) = &shared.open else {
+            return Err(AuthorityError::new(Reason::Closed));
+        };
+        let (dir, identity) = (open.dir.clone(), open.identity.clone());
+        shared.leases += 1;
+        Ok(Lease {
+            inner: self.inner.clone(),
+            dir,
+            identity,
+        })
+    }
+
+    /// Refuses new leases. With leases outstanding it reports busy and the last release
+    /// completes the close; otherwise the directory handle and the keys go now. Idempotent.
+    pub fn close(&self) -> Result<(), AuthorityError> {
+        let mut shared = self.inner.shared();
+        shared.closing = true;
+        if shared.leases > 0 {
+            return Err(AuthorityError::new(Reason::LeasesOutstanding));
+        }
+        shared.open = None;
+        Ok(())
+    }
+
+    /// Whether the close has completed (no directory handle, no keys).
+    pub fn is_closed(&self) -> bool {
+        self.inner.shared().open.is_none()
+    }
+
+    /// Whether this process fenced the run as uncertain.
+    pub fn is_uncertain(&self, run_id: &str) -> bool {
+        self.inner.is_uncertain(run_id)
+    }
+
+    /// Reads and verifies the run's record without taking its lock.
+    pub fn inspect(&self, run_id: &str) -> Result<Option<RunStatus>, AuthorityError> {
+        if !is_valid_run_id(run_id) {
+            return Err(AuthorityError::new(Reason::InvalidInput));
+        }
+        let lease = self.lease()?;
+        Ok(lease.read_record(run_id)?.map(|record| RunStatus {
+            phase: record.phase,
+            run_generation: record.run_generation,
+        }))
+    }
+
+    /// Starts a new run: takes its lock and writes ACTIVE at generation 1. A run id that
+    /// ever had a record is refused (state); a tampered record is a verification failure.
+    pub fn start(&self, run_id: &str) -> Result<ActiveRun, AuthorityError> {
+        if !is_valid_run_id(run_id) {
+            return Err(AuthorityError::new(Reason::InvalidInput));
+        }
+        let lease = self.lease()?;
+        if self.inner.is_uncertain(run_id) {
+            return Err(AuthorityError::new(Reason::Uncertain));
+        }
+        let lock = lease.lock_run(run_id)?;
+        if lease.read_record(run_id)?.is_some() {
+            return Err(AuthorityError::new(Reason::RunExists));
+        }
+        let mut run = ActiveRun {
+            lease,
+            run_id: run_id.to_owned(),
+            lock: Some(lock),
+            generation: 1,
+            state: RunState::Active,
+            uncertain: false,
+            close_reported: false,
+        };
+        run.write(1, Phase::Active, None)?;
+        Ok(run)
+    }
+
+    /// The first half of an import, in order: the envelope must be SUSPENDED (its structure
+    /// was validated when it was decoded), a lease, the uncertain fence, the run's lock, the
+    /// record must be SUSPENDED with exactly this claim, then keyed verification under the
+    /// run key for the record's generation. Nothing durable changes; on failure the lock is
+    /// released.
+    pub fn prepare_import(&self, envelope: &SnapshotEnvelope) -> Result<Import, AuthorityError> {
+        if envelope.lifecycle() != Lifecycle::Suspended {
+            return Err(AuthorityError::new(Reason::Malformed));
+        }
+        let lease = self.lease()?;
+        let run_id = envelope.run_id();
+        if self.inner.is_uncertain(run_id) {
+            return Err(AuthorityError::new(Reason::Uncertain));
+        }
+        if envelope.authority().scope_id() != &lease.identity.scope {
+            return Err(AuthorityError::new(Reason::ForeignScope));
+        }
+        let lock = lease.lock_run(run_id)?;
+        self.inner.step(Step::ImportLocked)?;
+        let record = match lease.read_record(run_id) {
+            Ok(Some(record)) => record,
+            Ok(None) => return Err(AuthorityError::new(Reason::Rejected)),
+            Err(error) => return Err(error),
+        };
+        if record.phase != Phase::Suspended {
+            return Err(AuthorityError::new(Reason::NotSuspended));
+        }
+        if record.snapshot.as_ref() != Some(&SnapshotClaim::of(envelope)) {
+            return Err(AuthorityError::new(Reason::Rejected));
+        }
+        let authority = lease
+            .identity
+            .snapshot_authority(run_id, record.run_generation);
+        envelope.verify(&authority)?;
+        Ok(Import {
+            lease,
+            envelope: envelope.clone(),
+            lock: Some(lock),
+            record_generation: record.run_generation,
+        })
+    }
+}
