@@ -1,0 +1,13 @@
+//! The transport-independent daemon host seam: served definitions, stable client sessions
+//! with ownership epochs, the idempotency ledger, pending interactions and the
+//! [`RunHost`](host::RunHost) that composes them with the kernel engine and the run
+//! authority. No transport, sockets or Protobuf: `docs/daemon.md` describes the orderings.
+//!
+//! The kernel crates never depend on this crate.
+#![forbid(unsafe_code)]
+
+pub mod definition;
+pub mod ledger;
+pub mod pending;
+pub mod session;
+pub mod token;
