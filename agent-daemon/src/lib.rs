@@ -7,7 +7,12 @@
 #![forbid(unsafe_code)]
 
 pub mod definition;
+mod error;
+pub mod host;
 pub mod ledger;
 pub mod pending;
 pub mod session;
 pub mod token;
+
+pub use error::{Class, HostError};
+pub use host::{RunHost, RunHostConfig};

@@ -59,7 +59,7 @@ pub enum SessionError {
 }
 
 /// The facts of a known client's stale session.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct StaleFacts {
     /// The client.
     pub client_id: String,
