@@ -13,7 +13,7 @@ use crate::session::{SessionError, StaleFacts};
 /// What a run-host operation refused. Messages are fixed; no error carries a path, a key, a
 /// digest or text from a dependency.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "code", rename_all = "snake_case")]
+#[serde(tag = "code", content = "facts", rename_all = "snake_case")]
 pub enum HostError {
     /// The host is shutting down (or a dependency it owns is closed).
     Closed,
