@@ -3,7 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
-const LOWER_CRATES: [&str; 4] = ["agent-core", "agent-macros", "agent-compose", "agent-authority"];
+const LOWER_CRATES: [&str; 4] = [
+    "agent-core",
+    "agent-macros",
+    "agent-compose",
+    "agent-authority",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
