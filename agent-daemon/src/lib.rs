@@ -1,6 +1,6 @@
 //! The transport-independent daemon host seam: served definitions, stable client sessions
 //! with ownership epochs, the idempotency ledger, pending interactions and the
-//! [`RunHost`](host::RunHost) that composes them with the kernel engine and the run
+//! [`RunHost`] that composes them with the kernel engine and the run
 //! authority. No transport, sockets or Protobuf: `docs/daemon.md` describes the orderings.
 //!
 //! The kernel crates never depend on this crate.
