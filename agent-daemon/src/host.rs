@@ -696,11 +696,7 @@ impl RunHost {
         let paused = prepared
             .commit_paused(&inner.runs_root)
             .map_err(start_error)?;
-        let lease = inner
-            .sessions
-            .acquire_mutation(op, session)
-            .await
-            .map_err(gate)?;
+        let lease = acquire(inner, op, session).await?;
         if inner.root.is_cancelled() {
             return Err(abandon(HostError::Closed));
         }
@@ -901,11 +897,7 @@ impl RunHost {
                 return Err(start_error(error));
             }
         };
-        let lease = inner
-            .sessions
-            .acquire_mutation(op, session)
-            .await
-            .map_err(gate)?;
+        let lease = acquire(inner, op, session).await?;
         if inner.root.is_cancelled() {
             return Err(abandon(HostError::Closed));
         }
@@ -974,9 +966,9 @@ impl RunHost {
             }
             failure
         };
-        let lease = match inner.sessions.acquire_mutation(op, session).await {
+        let lease = match acquire(inner, op, session).await {
             Ok(lease) => lease,
-            Err(error) => return Err(restore(gate(error))),
+            Err(failure) => return Err(restore(failure)),
         };
         let snapshot = match hosted.run.snapshot() {
             Ok(snapshot) => snapshot,
@@ -1041,11 +1033,7 @@ impl RunHost {
             .prepare_local_resume()
             .map_err(|_| commit(HostError::State))?;
         let next_sequence = reservation.next_sequence();
-        let lease = inner
-            .sessions
-            .acquire_mutation(op, session)
-            .await
-            .map_err(gate)?;
+        let lease = acquire(inner, op, session).await?;
         match transition
             .authority
             .resume_local(EngineLocalResume::new(reservation))
@@ -1111,11 +1099,7 @@ impl RunHost {
                 sequence: hosted.run.events().last_sequence(),
             });
         }
-        let lease = inner
-            .sessions
-            .acquire_mutation(op, session)
-            .await
-            .map_err(gate)?;
+        let lease = acquire(inner, op, session).await?;
         hosted.run.cancel();
         drop(lease);
         Ok(Success::CancelRequested)
@@ -1152,11 +1136,7 @@ impl RunHost {
                     return Err(commit(HostError::RunUnavailable));
                 }
                 let scope = Scope::new(run_id_c.as_str()).map_err(|_| commit(HostError::State))?;
-                let lease = inner
-                    .sessions
-                    .acquire_mutation(&op, &session_c)
-                    .await
-                    .map_err(gate)?;
+                let lease = acquire(inner, &op, &session_c).await?;
                 let result = inner
                     .pending
                     .respond(session_c.client_id(), &scope, response)
@@ -1411,6 +1391,24 @@ impl RunHost {
         }
         *done = Some(result.clone());
         result
+    }
+}
+
+/// The client's commit lease for an operation. A wait ended by the operation's cancellation
+/// reports the stale session if that is why it was cancelled (a reconnect), so the caller
+/// sees the same error whichever wake-up came first.
+async fn acquire(
+    inner: &Inner,
+    op: &CancellationToken,
+    session: &Session,
+) -> Result<crate::session::MutationLease, Failure> {
+    match inner.sessions.acquire_mutation(op, session).await {
+        Ok(lease) => Ok(lease),
+        Err(crate::session::SessionError::Cancelled) => match inner.sessions.check(session) {
+            Err(stale) => Err(gate(stale)),
+            Ok(()) => Err(gate(crate::session::SessionError::Cancelled)),
+        },
+        Err(error) => Err(gate(error)),
     }
 }
 

@@ -634,3 +634,89 @@ async fn futures_poll_once<F: std::future::Future + Unpin>(future: &mut F) -> Op
     })
     .await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uncertain_terminal_record_is_not_exportable_and_degrades_health() {
+    let dir = TempDir::new("terminal-uncertain");
+    let armed = Arc::new(AtomicBool::new(true));
+    let hook = failing_at(Step::TempSynced(Phase::Completed), armed);
+    let h = Harness::with(
+        &dir.store_dir(),
+        Options {
+            hook: Some(hook),
+            ..Options::default()
+        },
+    );
+    let s = h.session();
+    let ctx = CancellationToken::new();
+    let (started, _) = h.host.start(&ctx, &s, start("op", TEXT)).await.unwrap();
+    let run = run_id(&started);
+    finished(&h, &s, &run).await;
+    bounded(async {
+        while h.host.describe().status != HealthStatus::Degraded {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    let reasons = h.host.describe().reasons;
+    assert!(reasons.contains(&Degradation::AuthorityUncertain.as_str().to_owned()));
+    assert!(reasons.contains(&Degradation::TerminalSnapshotUnavailable.as_str().to_owned()));
+    assert!(reasons.contains(&Degradation::CleanupUnavailable.as_str().to_owned()));
+    // The run is in the terminal cache (its events replay) but has no envelope to export.
+    bounded(async {
+        while h.host.describe().active_runs != 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    })
+    .await;
+    assert_eq!(
+        h.host.export(&ctx, &s, &run).await.unwrap_err(),
+        HostError::State
+    );
+    assert!(
+        h.host
+            .replay_events(&ctx, &s, &run, ReplayRequest::after(0))
+            .await
+            .is_ok()
+    );
+    // The authority fenced the run id: it is never started again in this process.
+    assert!(h.store.is_uncertain(&run));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn precommit_setup_observes_the_session_and_the_host_lifetime() {
+    let dir = TempDir::new("precommit");
+    let h = Harness::new(&dir.store_dir());
+    let s = h.session();
+    let ctx = CancellationToken::new();
+    // Hold the client's commit gate so the start waits in front of it, then reconnect:
+    // the start abandons (stale) and nothing durable happened.
+    let mut gate = h.sessions.acquire_mutation(&ctx, &s).await.unwrap();
+    let waiting = {
+        let (host, s) = (h.host.clone(), s.clone());
+        tokio::spawn(async move {
+            host.start(&CancellationToken::new(), &s, start("op", TEXT))
+                .await
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let reconnect = {
+        let (sessions, id) = (h.sessions.clone(), s.client_id().to_owned());
+        tokio::spawn(async move { sessions.reconnect(&CancellationToken::new(), &id, 1).await })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // The reconnect waits out the active commit, then goes before the queued start.
+    gate.close();
+    let s2 = bounded(reconnect).await.unwrap().unwrap();
+    let error = bounded(waiting).await.unwrap().unwrap_err();
+    assert!(
+        matches!(error, HostError::StaleSession(Some(_))),
+        "{error:?}"
+    );
+    assert_eq!(h.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(h.host.describe().active_runs, 0);
+    // Abandoned, so the same operation id runs under the new epoch.
+    let (started, duplicate) = h.host.start(&ctx, &s2, start("op", TEXT)).await.unwrap();
+    assert!(!duplicate);
+    finished(&h, &s2, &run_id(&started)).await;
+}
