@@ -720,3 +720,137 @@ async fn precommit_setup_observes_the_session_and_the_host_lifetime() {
     assert!(!duplicate);
     finished(&h, &s2, &run_id(&started)).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_bounds_hold_at_and_past_them() {
+    use agent_daemon::host::{
+        ConfigError, MAX_HEALTH_SOURCES, MAX_SOURCE_REASONS, MAX_TERMINAL_BYTES, MAX_TERMINAL_RUNS,
+        TRANSITION_TIMEOUT_RANGE,
+    };
+    use agent_daemon::ledger::Ledger;
+    use agent_daemon::pending::{PendingLimits, PendingRouter};
+    use agent_daemon::session::{MAX_SESSIONS, MAX_STREAM_LEASES, SessionStore};
+    use agent_daemon::{RunHost, RunHostConfig};
+
+    let dir = TempDir::new("config");
+    let store = Arc::new(
+        agent_authority::Store::open(
+            agent_authority::StoreOptions::new().directory(dir.store_dir()),
+        )
+        .unwrap(),
+    );
+    let build = |limits: HostLimits, sources: Vec<Arc<dyn HealthSource>>| {
+        let root = CancellationToken::new();
+        let router = PendingRouter::new(PendingLimits::default()).unwrap();
+        RunHost::new(RunHostConfig {
+            root: root.clone(),
+            engine: engine(
+                router.clone(),
+                Arc::new(tokio::sync::Semaphore::new(0)),
+                Arc::default(),
+            ),
+            authority: store.clone(),
+            sessions: SessionStore::new(&root, MAX_SESSIONS).unwrap(),
+            ledger: Arc::new(Ledger::new(1, 1).unwrap()),
+            pending: router,
+            definitions: definitions(),
+            limits,
+            health_sources: sources,
+        })
+        .map(|_| ())
+    };
+    let base = HostLimits::default();
+    let (fastest, slowest) = TRANSITION_TIMEOUT_RANGE;
+    for at in [
+        HostLimits {
+            concurrent_streams: MAX_STREAM_LEASES,
+            ..base
+        },
+        HostLimits {
+            terminal_runs: MAX_TERMINAL_RUNS,
+            ..base
+        },
+        HostLimits {
+            terminal_bytes: MAX_TERMINAL_BYTES,
+            ..base
+        },
+        HostLimits {
+            transition_timeout: fastest,
+            ..base
+        },
+        HostLimits {
+            transition_timeout: slowest,
+            ..base
+        },
+        HostLimits {
+            replay_events: 8,
+            replay_bytes: 8,
+            ..base
+        },
+    ] {
+        assert_eq!(build(at, Vec::new()), Ok(()), "{at:?}");
+    }
+    for past in [
+        HostLimits {
+            active_runs: 0,
+            ..base
+        },
+        HostLimits {
+            concurrent_streams: MAX_STREAM_LEASES + 1,
+            ..base
+        },
+        HostLimits {
+            terminal_runs: MAX_TERMINAL_RUNS + 1,
+            ..base
+        },
+        HostLimits {
+            terminal_runs: 0,
+            ..base
+        },
+        HostLimits {
+            terminal_bytes: MAX_TERMINAL_BYTES + 1,
+            ..base
+        },
+        HostLimits {
+            transition_timeout: fastest - std::time::Duration::from_nanos(1),
+            ..base
+        },
+        HostLimits {
+            transition_timeout: slowest + std::time::Duration::from_nanos(1),
+            ..base
+        },
+        HostLimits {
+            replay_events: 9,
+            replay_bytes: 8,
+            ..base
+        },
+    ] {
+        assert_eq!(
+            build(past, Vec::new()),
+            Err(ConfigError::Limits),
+            "{past:?}"
+        );
+    }
+    let source = || Arc::new(Fixed(Vec::new())) as Arc<dyn HealthSource>;
+    assert_eq!(
+        build(base, (0..MAX_HEALTH_SOURCES).map(|_| source()).collect()),
+        Ok(())
+    );
+    assert_eq!(
+        build(base, (0..=MAX_HEALTH_SOURCES).map(|_| source()).collect()),
+        Err(ConfigError::HealthSources)
+    );
+    // A source at its reason bound is counted; past it, it is a broken source.
+    let reasons_dir = TempDir::new("reasons");
+    let h = Harness::with(
+        &reasons_dir.store_dir(),
+        Options {
+            sources: vec![Arc::new(Fixed(vec![
+                HealthReason::DependencyRecovering;
+                MAX_SOURCE_REASONS
+            ]))],
+            ..Options::default()
+        },
+    );
+    assert_eq!(h.host.describe().reasons, ["dependency_recovering"]);
+}
