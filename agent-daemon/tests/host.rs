@@ -420,6 +420,17 @@ async fn a_stale_session_is_refused_before_the_ledger() {
         panic!("{error:?}")
     };
     assert_eq!((facts.expected, facts.observed), (2, 1));
+    // A stale response fails before its payload is looked at (1.10:
+    // TestStaleInteractionResponseFailsBeforePayloadAcceptance).
+    let response =
+        agent_core::interaction::InteractionResponse::new("i", serde_json::json!(1)).unwrap();
+    assert!(matches!(
+        h.host
+            .respond(&ctx, &s, "respond", "run-x", response)
+            .await
+            .unwrap_err(),
+        HostError::StaleSession(Some(_))
+    ));
     // Nothing was recorded: the new epoch runs the same operation id.
     let (_, duplicate) = h.host.start(&ctx, &s2, start("op", TEXT)).await.unwrap();
     assert!(!duplicate);
