@@ -1,0 +1,29 @@
+//! The daemon-token rule (contract section 0): client ids, operation ids, operation kinds
+//! and definition ids and revisions.
+
+/// The longest daemon token, in bytes.
+pub const MAX_TOKEN_BYTES: usize = 128;
+
+/// Whether `value` is a daemon token: non-empty, unchanged by trimming, at most
+/// [`MAX_TOKEN_BYTES`] bytes and without any Unicode control character.
+pub fn is_daemon_token(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_TOKEN_BYTES
+        && value.trim() == value
+        && !value.chars().any(char::is_control)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rule_holds_at_and_past_the_bound() {
+        assert!(is_daemon_token(&"a".repeat(MAX_TOKEN_BYTES)));
+        assert!(!is_daemon_token(&"a".repeat(MAX_TOKEN_BYTES + 1)));
+        for bad in ["", " a", "a ", "a\u{0}b", "a\u{7f}", "a\tb", "a\u{85}"] {
+            assert!(!is_daemon_token(bad), "{bad:?}");
+        }
+        assert!(is_daemon_token("coding/agent-1"));
+    }
+}

@@ -1,0 +1,276 @@
+//! Pending router behaviour (contract section 2.9: daemon_test.go and pending_hub_test.go).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_core::interaction::{
+    Broker, InteractionError, InteractionRequest, InteractionResponse, Scope,
+};
+use agent_daemon::pending::{
+    DELTA_OVERHEAD_BYTES, PendingError, PendingLimits, PendingRouter, hard, value_bytes,
+};
+use common::bounded;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+fn request(id: &str) -> InteractionRequest {
+    InteractionRequest::new(id, "confirm", "May I?", json!({"type": "boolean"})).unwrap()
+}
+
+fn ask(
+    router: &Arc<PendingRouter>,
+    run: &str,
+    id: &str,
+) -> tokio::task::JoinHandle<Result<InteractionResponse, InteractionError>> {
+    let (router, scope, request) = (router.clone(), Scope::new(run).unwrap(), request(id));
+    tokio::spawn(async move {
+        router
+            .request(&scope, &request, &CancellationToken::new())
+            .await
+    })
+}
+
+#[test]
+fn limits_reject_incomplete_and_contradictory_budgets() {
+    PendingLimits::default().validate().unwrap();
+    let base = PendingLimits::default();
+    for broken in [
+        PendingLimits { clients: 0, ..base },
+        PendingLimits {
+            clients: hard::CLIENTS + 1,
+            ..base
+        },
+        PendingLimits {
+            runs_per_client: base.runs + 1,
+            ..base
+        },
+        PendingLimits {
+            pending_per_client: base.pending + 1,
+            ..base
+        },
+        PendingLimits {
+            pending_bytes: hard::PENDING_BYTES + 1,
+            ..base
+        },
+        PendingLimits {
+            pending_bytes_per_client: base.pending_bytes + 1,
+            ..base
+        },
+        PendingLimits {
+            observers_per_client: base.observers + 1,
+            ..base
+        },
+        PendingLimits {
+            observers: 0,
+            ..base
+        },
+    ] {
+        assert_eq!(broken.validate(), Err(PendingError::Limits), "{broken:?}");
+    }
+    assert_eq!(DELTA_OVERHEAD_BYTES, 32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_is_complete_first_and_gap_free() {
+    let router = PendingRouter::new(PendingLimits::default()).unwrap();
+    let _a = router
+        .bind_run("client", &Scope::new("run-a").unwrap())
+        .unwrap();
+    let _b = router
+        .bind_run("client", &Scope::new("run-b").unwrap())
+        .unwrap();
+    let first = ask(&router, "run-b", "i1");
+    let second = ask(&router, "run-a", "i2");
+    bounded(async {
+        while router.snapshot("client").pending().len() < 2 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let mut observer = router.subscribe("client").unwrap();
+    let snapshot = observer.take_snapshot().unwrap();
+    let keys: Vec<(&str, &str)> = snapshot
+        .pending()
+        .iter()
+        .map(|p| (p.scope().run_id(), p.request().id()))
+        .collect();
+    assert_eq!(keys, [("run-a", "i2"), ("run-b", "i1")], "sorted");
+    assert_eq!(snapshot.revision(), 2);
+    router
+        .respond(
+            "client",
+            &Scope::new("run-b").unwrap(),
+            InteractionResponse::new("i1", json!(true)).unwrap(),
+        )
+        .unwrap();
+    let third = ask(&router, "run-a", "i3");
+    let never = CancellationToken::new();
+    let mut revision = snapshot.revision();
+    for _ in 0..2 {
+        let delta = bounded(observer.next(&never)).await.unwrap();
+        assert_eq!(delta.revision(), revision + 1);
+        revision = delta.revision();
+    }
+    bounded(first).await.unwrap().unwrap();
+    router.close();
+    assert_eq!(
+        bounded(second).await.unwrap().unwrap_err(),
+        InteractionError::Closed
+    );
+    assert_eq!(
+        bounded(third).await.unwrap().unwrap_err(),
+        InteractionError::Closed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_are_isolated_and_a_wrong_owner_is_refused_uniformly() {
+    let router = PendingRouter::new(PendingLimits::default()).unwrap();
+    let scope = Scope::new("run-1").unwrap();
+    let _binding = router.bind_run("alice", &scope).unwrap();
+    assert_eq!(
+        router.bind_run("bob", &scope).unwrap_err(),
+        PendingError::AlreadyBound
+    );
+    let asked = ask(&router, "run-1", "i1");
+    bounded(async {
+        while router.snapshot("alice").pending().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    assert!(router.snapshot("bob").pending().is_empty());
+    assert_eq!(router.snapshot("bob").revision(), 0);
+    let answer = || InteractionResponse::new("i1", json!(true)).unwrap();
+    // Bob cannot tell run-1 from a run that does not exist.
+    assert_eq!(
+        router.respond("bob", &scope, answer()),
+        Err(PendingError::NotBound)
+    );
+    let unknown = Scope::new("run-9").unwrap();
+    assert_eq!(
+        router.respond("bob", &unknown, answer()),
+        Err(PendingError::NotBound)
+    );
+    let wrong_id = InteractionResponse::new("i9", json!(true)).unwrap();
+    assert_eq!(
+        router.respond("alice", &scope, wrong_id),
+        Err(PendingError::NotPending)
+    );
+    router.respond("alice", &scope, answer()).unwrap();
+    assert_eq!(bounded(asked).await.unwrap().unwrap().value(), &json!(true));
+    // An unbound run's prompt goes nowhere.
+    let unbound = ask(&router, "run-2", "i1");
+    assert_eq!(
+        bounded(unbound).await.unwrap().unwrap_err(),
+        InteractionError::Unavailable
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_release_drains_accepted_work_before_reclaiming() {
+    let limits = PendingLimits {
+        runs: 1,
+        runs_per_client: 1,
+        ..PendingLimits::default()
+    };
+    let router = PendingRouter::new(limits).unwrap();
+    let scope = Scope::new("run-1").unwrap();
+    let mut binding = router.bind_run("c", &scope).unwrap();
+    // At the bound: a second binding is refused.
+    assert_eq!(
+        router
+            .bind_run("c", &Scope::new("run-2").unwrap())
+            .unwrap_err(),
+        PendingError::BindingCapacity
+    );
+    let asked = ask(&router, "run-1", "i1");
+    bounded(async {
+        while router.snapshot("c").pending().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    binding.release();
+    // No new requests, but the accepted one can still be answered.
+    let late = ask(&router, "run-1", "i2");
+    assert_eq!(
+        bounded(late).await.unwrap().unwrap_err(),
+        InteractionError::Unavailable
+    );
+    let waiting = tokio::spawn(async move {
+        binding.wait_released().await;
+    });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!waiting.is_finished());
+    assert!(router.bind_run("c", &Scope::new("run-2").unwrap()).is_err());
+    router
+        .respond(
+            "c",
+            &scope,
+            InteractionResponse::new("i1", json!(1)).unwrap(),
+        )
+        .unwrap();
+    bounded(asked).await.unwrap().unwrap();
+    bounded(waiting).await.unwrap();
+    router.bind_run("c", &Scope::new("run-2").unwrap()).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_count_and_byte_budgets_hold_at_and_past_the_bound() {
+    let scope = Scope::new("run-1").unwrap();
+    let bytes = value_bytes(&scope, &request("i1"));
+    let limits = PendingLimits {
+        pending_per_client: 1,
+        pending_bytes_per_client: bytes,
+        ..PendingLimits::default()
+    };
+    let router = PendingRouter::new(limits).unwrap();
+    let _binding = router.bind_run("c", &scope).unwrap();
+    let first = ask(&router, "run-1", "i1");
+    bounded(async {
+        while router.snapshot("c").pending().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let second = ask(&router, "run-1", "i2");
+    assert_eq!(
+        bounded(second).await.unwrap().unwrap_err(),
+        InteractionError::Unavailable
+    );
+    assert_eq!(router.refused(), 1);
+    router
+        .respond(
+            "c",
+            &scope,
+            InteractionResponse::new("i1", json!(1)).unwrap(),
+        )
+        .unwrap();
+    bounded(first).await.unwrap().unwrap();
+    assert_eq!(router.counts().1, 0, "accounting cleared");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn observers_are_bounded_and_fenced() {
+    let limits = PendingLimits {
+        observers_per_client: 1,
+        ..PendingLimits::default()
+    };
+    let router = PendingRouter::new(limits).unwrap();
+    let mut observer = router.subscribe("c").unwrap();
+    assert_eq!(
+        router.subscribe("c").unwrap_err(),
+        PendingError::ObserverCapacity
+    );
+    router.subscribe("d").unwrap();
+    router.fence_observers("c");
+    assert_eq!(
+        bounded(observer.next(&CancellationToken::new())).await,
+        None
+    );
+    drop(observer);
+    router.subscribe("c").unwrap();
+}
