@@ -99,6 +99,9 @@ pub struct Analysis {
 
 /// Expands `#[kind(args)]` on `item`.
 pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
+    if kind == BeanKind::Tool && crate::attr::typed::is_typed(&args, &item) {
+        return crate::attr::typed::expand(args, item);
+    }
     match analyze(kind, args, item) {
         Ok(analysis) => render(analysis),
         Err(tokens) => tokens,
@@ -275,7 +278,8 @@ pub fn analyze(
     })
 }
 
-fn render(analysis: Analysis) -> TokenStream {
+/// Writes the function, its aliases, types module and descriptor.
+pub fn render(analysis: Analysis) -> TokenStream {
     let Analysis {
         function,
         descriptor,
