@@ -236,6 +236,10 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
                 ) -> #tool::BoxFuture<'a, ::core::result::Result<#tool::ToolResult, #tool::ExecutionError>> {
                     let #this = self;
                     ::std::boxed::Box::pin(async move {
+                        // A call cancelled before it starts has no effect to report.
+                        if #ctx.is_cancelled() {
+                            return ::core::result::Result::Err(#tool::ExecutionError::cancelled(#call.id()));
+                        }
                         let #decoded: #args_ty = match #typed::decode(#this.#definition.input_schema(), #call.arguments()) {
                             ::core::result::Result::Ok(value) => value,
                             ::core::result::Result::Err(problem) => {
@@ -283,6 +287,7 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     };
     let tool_key: Type = syn::parse_quote!(Arc<dyn Tool>);
     analysis.descriptor.key = key::of(&tool_key);
+    analysis.descriptor.keyed = Some(quote!(#tool_key));
     if !errors.is_empty() {
         analysis.descriptor.poisoned = true;
     }

@@ -74,6 +74,40 @@ impl From<&str> for Problem {
     }
 }
 
+/// Why a typed tool's call did not succeed, without the call id (the generated tool adds
+/// it): a model-visible [`Problem`], or one of the [`ExecutionError`] kinds.
+#[derive(Debug)]
+pub enum Failure {
+    /// A problem result the model reads.
+    Problem(Problem),
+    /// The call was cancelled before it had any effect.
+    Cancelled,
+    /// Nothing happened (or what happened is known), and retrying will not help.
+    Definitive(Box<dyn std::error::Error + Send + Sync>),
+    /// Nothing happened, and a retry may succeed.
+    Retryable(Box<dyn std::error::Error + Send + Sync>),
+    /// A side effect may or may not have happened; never retried automatically.
+    Uncertain(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl From<Problem> for Failure {
+    fn from(problem: Problem) -> Self {
+        Failure::Problem(problem)
+    }
+}
+
+impl IntoToolFailure for Failure {
+    fn into_tool_failure(self, call_id: &str) -> Result<ToolResult, ExecutionError> {
+        match self {
+            Failure::Problem(problem) => Ok(ToolResult::problem(call_id, problem.0)),
+            Failure::Cancelled => Err(ExecutionError::cancelled(call_id)),
+            Failure::Definitive(cause) => Err(ExecutionError::definitive(call_id, cause)),
+            Failure::Retryable(cause) => Err(ExecutionError::retryable(call_id, cause)),
+            Failure::Uncertain(cause) => Err(ExecutionError::uncertain(call_id, cause)),
+        }
+    }
+}
+
 /// A serializable value returned as JSON content: `Ok(Json(value))`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Json<T>(pub T);
@@ -217,24 +251,27 @@ pub fn definition<A: schemars::JsonSchema>(
 /// the argument (or the field path inside it) and what was expected, is bounded by
 /// [`MAX_ECHO_BYTES`] per echoed piece, and never repeats the whole argument.
 ///
-/// `null` counts as no arguments. The top level is checked against `schema` first, so an
+/// `null` counts as no arguments, and a top-level argument that is `null` counts as absent
+/// (models often send `null` for an optional argument). The top level is checked against `schema` first, so an
 /// unknown, missing or mistyped argument is named in the schema's own words; anything
 /// deeper is left to serde, whose message is prefixed with the field path.
 pub fn decode<A: DeserializeOwned>(schema: &Value, arguments: &Value) -> Result<A, String> {
-    let empty = Value::Object(Map::new());
-    let arguments = if arguments.is_null() {
-        &empty
-    } else {
-        arguments
+    let object: Map<String, Value> = match arguments {
+        Value::Null => Map::new(),
+        Value::Object(object) => object
+            .iter()
+            .filter(|(_, value)| !value.is_null())
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
+        other => {
+            return Err(format!(
+                "arguments must be a JSON object, got {}",
+                json_kind(other)
+            ));
+        }
     };
-    let Value::Object(object) = arguments else {
-        return Err(format!(
-            "arguments must be a JSON object, got {}",
-            json_kind(arguments)
-        ));
-    };
-    check_top_level(schema, object)?;
-    serde_path_to_error::deserialize(arguments).map_err(|error| {
+    check_top_level(schema, &object)?;
+    serde_path_to_error::deserialize(Value::Object(object)).map_err(|error| {
         let path = error.path().to_string();
         let message = echo_plain(&error.inner().to_string());
         if path == "." {
@@ -398,6 +435,12 @@ mod tests {
             problem(json!({"path": "a", "limit": "x"})),
             "argument `limit` must be an integer or null, got a string"
         );
+        assert_eq!(
+            problem(json!({"path": null})),
+            "missing required argument `path` (a string)"
+        );
+        let absent: Args = decode(&schema, &json!({"path": "a", "limit": null})).unwrap();
+        assert_eq!(absent.limit, None);
         let nested = problem(json!({"path": "a", "inner": {"depth": -1}}));
         assert!(nested.starts_with("argument `inner.depth`: "), "{nested}");
         let parsed: Args = decode(&schema, &json!({"path": "a"})).unwrap();
