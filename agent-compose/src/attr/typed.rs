@@ -84,6 +84,8 @@ struct Facts {
     capabilities: Vec<(&'static str, String, Span)>,
     name: Option<LitStr>,
     krate: CratePath,
+    /// An effect or replay value was unreadable (and reported): the rules are not checked.
+    unreadable: bool,
 }
 
 /// What a parameter of the typed function is.
@@ -360,18 +362,21 @@ fn split_args(args: TokenStream, errors: &mut Errors) -> (Facts, TokenStream) {
                         }
                         *slot = Some((word, span));
                     }
-                    _ => errors.at(
-                        Code::InvalidSyntax,
-                        value.span(),
-                        format!(
-                            "`{head}` takes one of {}",
-                            allowed
-                                .iter()
-                                .map(|a| format!("`{a}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    ),
+                    _ => {
+                        facts.unreadable = true;
+                        errors.at(
+                            Code::InvalidSyntax,
+                            value.span(),
+                            format!(
+                                "`{head}` takes one of {}",
+                                allowed
+                                    .iter()
+                                    .map(|a| format!("`{a}`"))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        );
+                    }
                 }
             }
             "capabilities" if has_eq => {
@@ -454,6 +459,9 @@ impl LiteralTokens for proc_macro2::Literal {
 
 /// The rules of `DefinitionBuilder::build` about effect, replay safety and capabilities.
 fn check_facts(facts: &Facts, missing_span: Span, errors: &mut Errors) {
+    if facts.unreadable {
+        return;
+    }
     let (Some((effect, _)), Some((replay, replay_span))) = (&facts.effect, &facts.replay) else {
         let missing: Vec<&str> = [
             ("effect", facts.effect.is_none()),

@@ -115,6 +115,11 @@ pub struct Json<T>(pub T);
 /// What a typed tool function may return: text (`String`, `&str`), JSON content
 /// ([`Json`], [`Value`]), a [`Problem`], a whole [`ToolResult`], or a `Result` of those with
 /// an error that is [`IntoToolFailure`]. The generated tool calls this with the call's id.
+#[diagnostic::on_unimplemented(
+    message = "[wrong-output] a typed tool returns text, `Json<T>`, a `serde_json::Value`, a `Problem`, a `ToolResult` or a `Result` of those, but this one returns `{Self}`",
+    label = "not a tool output",
+    note = "wrap a serializable value as `Json(value)`; an error type converts through `IntoToolFailure` (`Problem`, `Failure`, `ExecutionError`, `Cancelled`)"
+)]
 pub trait IntoToolOutput {
     /// The call's result, or its execution error.
     fn into_tool_output(self, call_id: &str) -> Result<ToolResult, ExecutionError>;
@@ -122,6 +127,11 @@ pub trait IntoToolOutput {
 
 /// The error half of a typed tool's `Result`: a [`Problem`] (a problem result), an
 /// [`ExecutionError`] (passed on as is) or [`Cancelled`] (a cancelled call).
+#[diagnostic::on_unimplemented(
+    message = "[wrong-output] a typed tool's error is a `Problem`, a `Failure`, an `ExecutionError` or `Cancelled`, but this one is `{Self}`",
+    label = "not a tool failure",
+    note = "map it first, e.g. `.map_err(|e| Problem::new(e.to_string()))`"
+)]
 pub trait IntoToolFailure {
     /// The problem result, or the execution error.
     fn into_tool_failure(self, call_id: &str) -> Result<ToolResult, ExecutionError>;
