@@ -457,6 +457,28 @@ impl LiteralTokens for proc_macro2::Literal {
     }
 }
 
+/// The compile errors the attribute reports for these facts (values as written: `read_only`,
+/// `safe`, `"filesystem.read"`), as text; empty when `DefinitionBuilder::build` accepts
+/// them. `ui-tests/tests/identity.rs` compares it with agent-core on every combination.
+pub fn safety_errors(effect: &str, replay: &str, capabilities: &[&str]) -> Vec<String> {
+    let capabilities = capabilities
+        .iter()
+        .map(|c| format!("{c:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let args: TokenStream =
+        format!("effect = {effect}, replay = {replay}, capabilities = [{capabilities}]")
+            .parse()
+            .unwrap_or_default();
+    let mut errors = Errors::default();
+    let (facts, _) = split_args(args, &mut errors);
+    check_facts(&facts, Span::call_site(), &mut errors);
+    match errors.into_result() {
+        Ok(()) => Vec::new(),
+        Err(all) => all.into_iter().map(|e| e.to_string()).collect(),
+    }
+}
+
 /// The rules of `DefinitionBuilder::build` about effect, replay safety and capabilities.
 fn check_facts(facts: &Facts, missing_span: Span, errors: &mut Errors) {
     if facts.unreadable {
