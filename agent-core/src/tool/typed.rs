@@ -218,25 +218,31 @@ pub fn schema_for<A: schemars::JsonSchema>() -> Value {
     schema
 }
 
+/// Makes every object schema in `schema` strict, walking only the keywords that hold
+/// subschemas (never a `properties` map itself, whose keys are field names).
 fn strict(schema: &mut Value) {
-    match schema {
-        Value::Object(map) => {
-            let is_object =
-                map.get("type").is_some_and(|t| t == "object") || map.contains_key("properties");
-            if is_object {
-                map.entry("additionalProperties")
-                    .or_insert(Value::Bool(false));
-                map.entry("required")
-                    .or_insert_with(|| Value::Array(Vec::new()));
-                map.entry("properties")
-                    .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(map) = schema else {
+        return;
+    };
+    if map.get("type").is_some_and(|t| t == "object") || map.contains_key("properties") {
+        map.entry("additionalProperties")
+            .or_insert(Value::Bool(false));
+        map.entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        map.entry("properties")
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    for (keyword, value) in map.iter_mut() {
+        match (keyword.as_str(), value) {
+            ("properties" | "$defs" | "definitions", Value::Object(named)) => {
+                named.values_mut().for_each(strict);
             }
-            for value in map.values_mut() {
-                strict(value);
+            ("anyOf" | "oneOf" | "allOf" | "prefixItems", Value::Array(list)) => {
+                list.iter_mut().for_each(strict);
             }
+            ("items" | "additionalProperties" | "not", sub) => strict(sub),
+            _ => {}
         }
-        Value::Array(items) => items.iter_mut().for_each(strict),
-        _ => {}
     }
 }
 
