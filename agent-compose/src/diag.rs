@@ -46,11 +46,13 @@ pub enum Code {
     UnknownCapability,
     /// A typed tool has no doc comment to describe it to the model.
     MissingDescription,
+    /// A dependency's written type fits beans of two types that their paths tell apart.
+    AmbiguousType,
 }
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 18] = [
+    pub const ALL: [Code; 19] = [
         Code::AmbiguousDependency,
         Code::MissingDependency,
         Code::DependencyCycle,
@@ -69,6 +71,7 @@ impl Code {
         Code::ReadOnlyCapability,
         Code::UnknownCapability,
         Code::MissingDescription,
+        Code::AmbiguousType,
     ];
 
     /// The code as printed between brackets.
@@ -92,6 +95,7 @@ impl Code {
             Code::ReadOnlyCapability => "read-only-capability",
             Code::UnknownCapability => "unknown-capability",
             Code::MissingDescription => "missing-description",
+            Code::AmbiguousType => "ambiguous-type",
         }
     }
 }
