@@ -3,8 +3,10 @@
 //! A key is the type's tokens, printed compactly after a few purely syntactic rewrites:
 //! a leading `::`, `crate::` or `self::` is dropped, and the standard library's own paths to
 //! `Arc`, `Box`, `Rc`, `Vec`, `String`, `Option`, `Result`, `BTreeMap`, `HashMap` and friends
-//! become the bare name. Anything else is compared as written; two keys that name one type
-//! in different ways are caught by the generated coherence check (see `codegen::coherence`).
+//! become the bare name. Anything else is kept as written. Keys that differ only in how much
+//! of their paths is written are grouped by the resolver ([`compatible`], through the
+//! [`tail`] index); two groups that name one type (a `type` alias) are caught by the
+//! generated coherence check (see `codegen::coherence`).
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;

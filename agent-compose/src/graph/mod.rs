@@ -171,7 +171,7 @@ struct Ctx<'a> {
     rank: Vec<usize>,
     current_crate: &'a str,
     /// The beans of each key reduced to its last path segments (see `key::tail`),
-    /// built at the first missing dependency, so its "written differently" note is a lookup
+    /// built at the first missing dependency, so its "at another path" note is a lookup
     /// instead of a scan of every bean.
     by_tail: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
 }
