@@ -121,6 +121,15 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
     }
 
     let fn_ident = function.sig.ident.clone();
+    if !function.sig.generics.params.is_empty() || function.sig.generics.where_clause.is_some() {
+        errors.at(
+            Code::UnsupportedFactory,
+            function.sig.generics.span(),
+            format!(
+                "typed tool `{fn_ident}` is generic; a tool is one plain, non-generic function"
+            ),
+        );
+    }
     let hidden = Name::new("__agent_core_typed_").user(&fn_ident).call_site();
     let mut hidden_sig = function.sig.clone();
     hidden_sig.ident = hidden.clone();
@@ -278,7 +287,15 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         #body
     };
     let hidden_body = &function.body;
+    // Conditions and lint levels apply to both functions; everything else (docs, modifiers)
+    // belongs to the factory.
+    let shared_attrs = function.attrs.iter().filter(|a| {
+        ["cfg", "cfg_attr", "allow", "expect", "warn", "deny"]
+            .iter()
+            .any(|name| a.path().is_ident(name))
+    });
     let hidden_fn = quote! {
+        #(#shared_attrs)*
         #[doc(hidden)]
         #[allow(clippy::too_many_arguments)]
         #hidden_sig #hidden_body
