@@ -449,10 +449,11 @@ fn split_args(args: TokenStream, errors: &mut Errors) -> (Facts, TokenStream) {
                 if head == "name" && has_eq {
                     facts.name = syn::parse2::<LitStr>(value.clone()).ok();
                 }
-                if head == "crate" && has_eq {
-                    if let Ok(path) = syn::parse2::<syn::Path>(value.clone()) {
-                        facts.krate = CratePath::written(path);
-                    }
+                if head == "crate"
+                    && has_eq
+                    && let Ok(path) = syn::parse2::<syn::Path>(value.clone())
+                {
+                    facts.krate = CratePath::written(path);
                 }
                 if !rest.is_empty() {
                     rest.extend(quote!(,));

@@ -305,19 +305,17 @@ fn check_top_level(schema: &Value, object: &Map<String, Value>) -> Result<(), St
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
-    if closed {
-        if let Some(unknown) = object.keys().find(|key| !properties.contains_key(*key)) {
-            let expected: Vec<_> = properties.keys().map(|name| format!("`{name}`")).collect();
-            let expected = if expected.is_empty() {
-                String::from("no arguments")
-            } else {
-                expected.join(", ")
-            };
-            return Err(format!(
-                "unknown argument {:?}; expected {expected}",
-                echo_plain(unknown)
-            ));
-        }
+    if closed && let Some(unknown) = object.keys().find(|key| !properties.contains_key(*key)) {
+        let expected: Vec<_> = properties.keys().map(|name| format!("`{name}`")).collect();
+        let expected = if expected.is_empty() {
+            String::from("no arguments")
+        } else {
+            expected.join(", ")
+        };
+        return Err(format!(
+            "unknown argument {:?}; expected {expected}",
+            echo_plain(unknown)
+        ));
     }
     let required = schema.get("required").and_then(Value::as_array);
     for name in required.into_iter().flatten().filter_map(Value::as_str) {
