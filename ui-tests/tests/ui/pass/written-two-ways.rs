@@ -84,7 +84,10 @@ pub fn seen(
 compose! {
     /// Both ways of writing, local and from the fixtures crate.
     pub struct App {
-        beans: [settings, grep_tool, fixtures::tools::coding_tools, a_limits, b_limits, seen],
+        beans: [
+            settings, grep_tool, fixtures::tools::coding_tools, fixtures::log::cleanup_log,
+            a_limits, b_limits, seen,
+        ],
     }
 }
 
@@ -96,7 +99,7 @@ fn main() {
         let app = App::build().await.unwrap();
         let seen = &app.components().seen;
         assert_eq!(seen.config, "set");
-        assert_eq!(seen.tools, ["read", "write", "grep"]);
+        assert_eq!(seen.tools, ["grep", "read", "write"]);
         assert_eq!((seen.small, seen.large, seen.chosen), (1, 200, 200));
         app.stop().await.unwrap();
     });
