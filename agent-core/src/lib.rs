@@ -132,12 +132,13 @@ pub use agent_macros::bean;
 ///       Ok(format!("{} {}", greeting.0, args.name))
 ///   }
 ///
-///   fn main() {
-///       let tool = greet(Arc::new(Greeting("hello"))).unwrap();
-///       assert_eq!(tool.definition().name(), "greet");
-///       assert_eq!(tool.definition().description(), "Greet someone by name.");
-///       assert_eq!(tool.definition().input_schema()["required"], serde_json::json!(["name"]));
-///   }
+///   # fn main() -> Result<(), Box<dyn std::error::Error>> {
+///   let tool = greet(Arc::new(Greeting("hello")))?;
+///   assert_eq!(tool.definition().name(), "greet");
+///   assert_eq!(tool.definition().description(), "Greet someone by name.");
+///   assert_eq!(tool.definition().input_schema()["required"], serde_json::json!(["name"]));
+///   # Ok(())
+///   # }
 ///   ```
 ///
 /// * **A factory**: `#[tool] fn f(deps) -> Arc<dyn Tool>` (or `Result<..>`, `Managed<..>`,
