@@ -61,6 +61,7 @@ fn bean(index: usize, ty: &str, params: Vec<ParamDesc>) -> Descriptor {
         ][index % 4],
         output: quote!(#ty),
         key: key::of(&ty),
+        keyed: None,
         params,
         location: format!("src/m{}.rs:{}:8", index / 10, index % 10 + 1),
         krate: "bench".into(),

@@ -34,11 +34,25 @@ pub enum Code {
     InvalidSyntax,
     /// Tokens nested deeper than `nesting::MAX_DEPTH`.
     NestingTooDeep,
+    /// A typed tool does not state its effect or its replay safety.
+    MissingToolSafety,
+    /// A read-only typed tool states a replay safety other than `safe`.
+    ReadOnlyReplay,
+    /// A mutating typed tool states `replay = safe`.
+    MutatingReplay,
+    /// A read-only typed tool declares a capability that changes state.
+    ReadOnlyCapability,
+    /// A typed tool declares a capability agent-core does not know.
+    UnknownCapability,
+    /// A typed tool has no doc comment to describe it to the model.
+    MissingDescription,
+    /// A dependency's written type fits beans of two types that their paths tell apart.
+    AmbiguousType,
 }
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 12] = [
+    pub const ALL: [Code; 19] = [
         Code::AmbiguousDependency,
         Code::MissingDependency,
         Code::DependencyCycle,
@@ -51,6 +65,13 @@ impl Code {
         Code::DuplicateAttribute,
         Code::InvalidSyntax,
         Code::NestingTooDeep,
+        Code::MissingToolSafety,
+        Code::ReadOnlyReplay,
+        Code::MutatingReplay,
+        Code::ReadOnlyCapability,
+        Code::UnknownCapability,
+        Code::MissingDescription,
+        Code::AmbiguousType,
     ];
 
     /// The code as printed between brackets.
@@ -68,6 +89,13 @@ impl Code {
             Code::DuplicateAttribute => "duplicate-attribute",
             Code::InvalidSyntax => "invalid-syntax",
             Code::NestingTooDeep => "nesting-too-deep",
+            Code::MissingToolSafety => "missing-tool-safety",
+            Code::ReadOnlyReplay => "read-only-replay",
+            Code::MutatingReplay => "mutating-replay",
+            Code::ReadOnlyCapability => "read-only-capability",
+            Code::UnknownCapability => "unknown-capability",
+            Code::MissingDescription => "missing-description",
+            Code::AmbiguousType => "ambiguous-type",
         }
     }
 }

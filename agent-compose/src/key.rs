@@ -3,8 +3,10 @@
 //! A key is the type's tokens, printed compactly after a few purely syntactic rewrites:
 //! a leading `::`, `crate::` or `self::` is dropped, and the standard library's own paths to
 //! `Arc`, `Box`, `Rc`, `Vec`, `String`, `Option`, `Result`, `BTreeMap`, `HashMap` and friends
-//! become the bare name. Anything else is compared as written; two keys that name one type
-//! in different ways are caught by the generated coherence check (see `codegen::coherence`).
+//! become the bare name. Anything else is kept as written. Keys that differ only in how much
+//! of their paths is written are grouped by the resolver ([`compatible`], through the
+//! [`tail`] index); two groups that name one type (a `type` alias) are caught by the
+//! generated coherence check (see `codegen::coherence`).
 
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 use quote::ToTokens;
@@ -77,6 +79,92 @@ fn render_into(tokens: TokenStream, out: &mut String) {
             }
         }
     }
+}
+
+/// A key with every path reduced to its last segment: `Arc<dyn agent_core::tool::Tool>`
+/// becomes `Arc<dyn Tool>`. Keys that differ only in how their paths are written share it.
+pub fn tail(key: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let mut chars = key.chars().peekable();
+    while let Some(c) = chars.next() {
+        if c == ':' && chars.peek() == Some(&':') {
+            chars.next();
+            word.clear();
+            continue;
+        }
+        if c.is_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            out.push_str(&word);
+            word.clear();
+            out.push(c);
+        }
+    }
+    out.push_str(&word);
+    out
+}
+
+/// One piece of a key: a path (its segments) or any other character.
+#[derive(PartialEq)]
+enum Piece<'k> {
+    Path(Vec<&'k str>),
+    Other(char),
+}
+
+fn pieces(key: &str) -> Vec<Piece<'_>> {
+    let mut out = Vec::new();
+    let mut segments: Vec<&str> = Vec::new();
+    let mut start: Option<usize> = None;
+    let bytes = key.as_bytes();
+    let mut i = 0;
+    while i < key.len() {
+        let c = key[i..].chars().next().expect("in bounds");
+        if c.is_alphanumeric() || c == '_' {
+            start.get_or_insert(i);
+            i += c.len_utf8();
+            continue;
+        }
+        if let Some(s) = start.take() {
+            segments.push(&key[s..i]);
+        }
+        if c == ':' && bytes.get(i + 1) == Some(&b':') && !segments.is_empty() {
+            i += 2;
+            continue;
+        }
+        if !segments.is_empty() {
+            out.push(Piece::Path(std::mem::take(&mut segments)));
+        }
+        out.push(Piece::Other(c));
+        i += c.len_utf8();
+    }
+    if let Some(s) = start {
+        segments.push(&key[s..]);
+    }
+    if !segments.is_empty() {
+        out.push(Piece::Path(segments));
+    }
+    out
+}
+
+/// Whether two keys may name one type: the same structure, and every path of one is a
+/// trailing part of the corresponding path of the other (`Config` and `config::Config`,
+/// `Arc<dyn Tool>` and `Arc<dyn agent_core::tool::Tool>`). `a::Config` and `b::Config` are
+/// not: their written paths tell them apart. This is a guess from tokens; rustc checks every
+/// binding made on it (see `docs/architecture.md`, "Type identity").
+pub fn compatible(a: &str, b: &str) -> bool {
+    if a == b {
+        return true;
+    }
+    let (a, b) = (pieces(a), pieces(b));
+    a.len() == b.len()
+        && a.iter().zip(&b).all(|pair| match pair {
+            (Piece::Path(x), Piece::Path(y)) => {
+                let (short, long) = if x.len() <= y.len() { (x, y) } else { (y, x) };
+                long.ends_with(short)
+            }
+            (x, y) => x == y,
+        })
 }
 
 /// The normalized key of a type.
@@ -250,6 +338,36 @@ pub fn type_args(segment: &syn::PathSegment) -> Vec<&Type> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn keys_written_two_ways_are_compatible_and_distinct_paths_are_not() {
+        for (a, b) in [
+            ("Arc<dyn Tool>", "Arc<dyn agent_core::tool::Tool>"),
+            ("Arc<Config>", "Arc<config::Config>"),
+            ("Arc<config::Config>", "Arc<app::config::Config>"),
+            ("BTreeMap<String, Arc<x::Y>>", "BTreeMap<String, Arc<Y>>"),
+            (
+                "Arc<dyn Stage<String, String>>",
+                "Arc<dyn stage::Stage<String, String>>",
+            ),
+        ] {
+            assert!(compatible(a, b), "{a} ~ {b}");
+            assert!(compatible(b, a), "{b} ~ {a}");
+            assert_eq!(tail(a), tail(b));
+        }
+        for (a, b) in [
+            ("Arc<a::Config>", "Arc<b::Config>"),
+            ("Arc<Config>", "Arc<Settings>"),
+            ("Arc<Config>", "Box<Config>"),
+            (
+                "Arc<dyn Stage<String, u8>>",
+                "Arc<dyn Stage<String, String>>",
+            ),
+            ("Arc<x::a::Config>", "Arc<y::a::Config>"),
+        ] {
+            assert!(!compatible(a, b), "{a} !~ {b}");
+        }
+    }
 
     fn key(s: &str) -> String {
         of(&syn::parse_str(s).unwrap())

@@ -202,3 +202,27 @@ fn regex_free_normalize(text: &str) -> String {
     }
     out
 }
+
+#[test]
+fn typed_tool_attribute_expansion() {
+    let args = quote!(
+        effect = read_only,
+        replay = safe,
+        capabilities = ["filesystem.read"]
+    );
+    let item = quote! {
+        /// Read a UTF-8 text file of the workspace.
+        pub async fn read_file(
+            root: Arc<WorkspaceRoot>,
+            #[qualifier("strict")] limits: Arc<Limits>,
+            #[args] args: ReadArgs,
+            ctx: ToolContext<'_>,
+        ) -> Result<String, Failure> {
+            read(&root, &limits, &args.path, &ctx).await
+        }
+    };
+    let expanded = bean::expand(BeanKind::Tool, args, item);
+    let text = regex_free_normalize(&pretty(expanded));
+    assert!(!text.contains("compile_error"), "{text}");
+    insta::assert_snapshot!("typed_tool_attribute", text);
+}

@@ -326,14 +326,53 @@ fn independent_errors_are_reported_together() {
 }
 
 #[test]
-fn missing_dependency_hints_at_a_type_written_differently() {
+fn missing_dependency_hints_at_a_type_of_the_same_name_at_another_path() {
+    // Issue 18 turned the old case (`Arc<dyn tool::Tool>` for `Arc<dyn Tool>`) into a match;
+    // the hint now points at a type whose path tells it apart.
     let beans = [
-        bean("tool", "Arc<dyn tool::Tool>"),
-        bean("app", "App").param("t", "Arc<dyn Tool>"),
+        bean("tool", "Arc<dyn other::Tool>"),
+        bean("app", "App").param("t", "Arc<dyn tool::Tool>"),
     ];
     let m = messages(&beans);
-    assert!(m[0].contains("types are matched as written"), "{}", m[0]);
+    assert!(m[0].contains("at another path"), "{}", m[0]);
     assert!(m[0].contains("`tool` (m::tool"), "{}", m[0]);
+}
+
+#[test]
+fn a_type_written_two_ways_is_one_dependency() {
+    let beans = [
+        bean("tool", "Arc<dyn tool::Tool>"),
+        bean("grep", "Arc<dyn agent_core::tool::Tool>"),
+        bean("config", "Arc<config::Config>"),
+        bean("app", "App")
+            .param("config", "Arc<Config>")
+            .param("tools", "Vec<Arc<dyn Tool>>"),
+    ];
+    let r = resolve(&beans, "app").unwrap();
+    assert_eq!(names(&beans, &r.order), ["tool", "grep", "config", "app"]);
+}
+
+#[test]
+fn two_types_of_one_name_are_told_apart_by_their_paths_or_are_ambiguous() {
+    let apart = [
+        bean("small", "Arc<a::Limits>"),
+        bean("large", "Arc<b::Limits>"),
+        bean("app", "App").param("limits", "Arc<b::Limits>"),
+    ];
+    assert!(resolve(&apart, "app").is_ok());
+    let unclear = [
+        bean("small", "Arc<a::Limits>"),
+        bean("large", "Arc<b::Limits>"),
+        bean("app", "App").param("limits", "Arc<Limits>"),
+    ];
+    let m = messages(&unclear);
+    assert!(m[0].starts_with("[ambiguous-type]"), "{}", m[0]);
+    assert!(
+        m[0].contains("`Arc<a::Limits>` and `Arc<b::Limits>`"),
+        "{}",
+        m[0]
+    );
+    assert!(m[0].contains("#[qualifier"), "{}", m[0]);
 }
 
 #[test]

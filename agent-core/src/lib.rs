@@ -95,8 +95,58 @@ struct ReadmeExample;
 /// ```
 pub use agent_macros::bean;
 
-/// Declares a tool factory; the bean must be `Arc<dyn agent_core::tool::Tool>`. Takes the
-/// same arguments as [`bean`]. The bean name is the key in `BTreeMap<String, Arc<dyn Tool>>`.
+/// Declares a tool. Two forms:
+///
+/// * **A typed tool**: one function is the tool. `effect`, `replay` and `capabilities` are
+///   stated in the attribute and checked at compile time (a contradiction is a coded error);
+///   the parameters are beans, one `#[args]` value (a type deriving `serde::Deserialize` and
+///   `schemars::JsonSchema`) and optionally the call's [`ToolContext`](tool::ToolContext); the
+///   doc comment is the description. The function may return text, [`Json`](tool::typed::Json),
+///   a [`Problem`](tool::typed::Problem) or a `Result` of those (see [`tool::typed`]).
+///   `docs/tool-authoring.md` has the whole guide.
+///
+///   ```
+///   use agent_core::tool;
+///   use agent_core::tool::ToolContext;
+///   use agent_core::tool::typed::Problem;
+///   use std::sync::Arc;
+///
+///   pub struct Greeting(pub &'static str);
+///
+///   #[derive(serde::Deserialize, schemars::JsonSchema)]
+///   pub struct Args {
+///       /// Who to greet.
+///       pub name: String,
+///   }
+///
+///   /// Greet someone by name.
+///   #[tool(effect = read_only, replay = safe)]
+///   pub async fn greet(
+///       greeting: Arc<Greeting>,
+///       #[args] args: Args,
+///       ctx: ToolContext<'_>,
+///   ) -> Result<String, Problem> {
+///       if ctx.is_cancelled() {
+///           return Err(Problem::new("cancelled"));
+///       }
+///       Ok(format!("{} {}", greeting.0, args.name))
+///   }
+///
+///   # fn main() -> Result<(), Box<dyn std::error::Error>> {
+///   let tool = greet(Arc::new(Greeting("hello")))?;
+///   assert_eq!(tool.definition().name(), "greet");
+///   assert_eq!(tool.definition().description(), "Greet someone by name.");
+///   assert_eq!(tool.definition().input_schema()["required"], serde_json::json!(["name"]));
+///   # Ok(())
+///   # }
+///   ```
+///
+/// * **A factory**: `#[tool] fn f(deps) -> Arc<dyn Tool>` (or `Result<..>`, `Managed<..>`,
+///   `async`) builds the [`Definition`](tool::Definition) and the tool itself.
+///
+/// Either way the bean is `Arc<dyn agent_core::tool::Tool>` and takes the same arguments as
+/// [`bean`] (plus `effect`, `replay`, `capabilities` for the typed form). The bean name is the
+/// key in `BTreeMap<String, Arc<dyn Tool>>`.
 pub use agent_macros::tool;
 
 /// Declares a stage factory; the bean must be an `Arc` of a stage trait object such as

@@ -10,13 +10,15 @@
 //! `tool/capability.rs`, the
 //! [`Definition`] and its builder in `tool/definition.rs`, the [`Call`] in `tool/call.rs`,
 //! what a call produced in `tool/result.rs`, and the [`Tool`] trait with its context and
-//! reporter in `tool/execution.rs`.
+//! reporter in `tool/execution.rs`, and the runtime support of typed tools (one annotated
+//! function is a tool) in [`typed`].
 
 mod call;
 mod capability;
 mod definition;
 mod execution;
 mod result;
+pub mod typed;
 
 pub use crate::future::BoxFuture;
 pub use call::{Call, CallError, MAX_CALL_ID_BYTES, MAX_PAYLOAD_BYTES};

@@ -32,7 +32,9 @@ bean_attributes! {
     /// Where agent-core is a renamed dependency (`agent = { package = "agent-core" }`),
     /// `crate = agent` says the path to reach it by: `#[agent::bean(crate = agent)]`.
     bean => Bean;
-    /// Declares a tool factory. See `agent_core::tool`. Takes `crate = path` like `bean`.
+    /// Declares a tool: a typed tool (`effect`, `replay`, `capabilities` and an `#[args]`
+    /// parameter, checked at compile time) or a tool factory. See `agent_core::tool`. Takes
+    /// `crate = path` like `bean`.
     tool => Tool;
     /// Declares a stage factory. See `agent_core::stage`. Takes `crate = path` like `bean`.
     stage => Stage;

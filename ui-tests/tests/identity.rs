@@ -75,3 +75,46 @@ fn both_checkers_agree_on_one_case_table() {
 fn both_limits_are_one_number() {
     assert_eq!(agent_compose::ident::MAX_LEN, Definition::MAX_NAME_BYTES);
 }
+
+/// The safety rules are written twice too: `agent-compose` checks a typed tool's effect,
+/// replay safety and capabilities at compile time, `DefinitionBuilder::build` at run time.
+/// Every effect, replay safety and subset of capabilities gets the same verdict from both.
+#[test]
+fn typed_tool_safety_rules_agree_with_the_definition_builder() {
+    use agent_compose::attr::typed::{CAPABILITIES, safety_errors};
+    use agent_core::tool::Capability;
+    let known: Vec<&str> = Capability::ALL.iter().map(|c| c.as_str()).collect();
+    let compiled: Vec<&str> = CAPABILITIES.iter().map(|(s, _, _)| *s).collect();
+    assert_eq!(known, compiled, "the capability tables differ");
+    for (text, variant, _) in CAPABILITIES {
+        let parsed: Capability = text.parse().unwrap();
+        assert_eq!(format!("{parsed:?}"), variant);
+    }
+    let mut checked = 0;
+    for effect in Effect::ALL {
+        for replay in ReplaySafety::ALL {
+            for mask in 0..(1u32 << Capability::ALL.len()) {
+                let chosen: Vec<Capability> = Capability::ALL
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| mask & (1 << i) != 0)
+                    .map(|(_, c)| *c)
+                    .collect();
+                let runtime = Definition::builder("t", "A tool.")
+                    .effect(*effect)
+                    .replay_safety(*replay)
+                    .capabilities(chosen.iter().copied())
+                    .build();
+                let words: Vec<&str> = chosen.iter().map(|c| c.as_str()).collect();
+                let errors = safety_errors(effect.as_str(), replay.as_str(), &words);
+                assert_eq!(
+                    runtime.is_ok(),
+                    errors.is_empty(),
+                    "{effect:?} {replay:?} {words:?}: {runtime:?} vs {errors:?}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 3 * 128);
+}

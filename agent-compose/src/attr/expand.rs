@@ -99,6 +99,9 @@ pub struct Analysis {
 
 /// Expands `#[kind(args)]` on `item`.
 pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
+    if kind == BeanKind::Tool && crate::attr::typed::is_typed(&args, &item) {
+        return crate::attr::typed::expand(args, item);
+    }
     match analyze(kind, args, item) {
         Ok(analysis) => render(analysis),
         Err(tokens) => tokens,
@@ -259,6 +262,7 @@ pub fn analyze(
         form,
         output,
         key: value_key,
+        keyed: None,
         params,
         location,
         krate,
@@ -275,7 +279,8 @@ pub fn analyze(
     })
 }
 
-fn render(analysis: Analysis) -> TokenStream {
+/// Writes the function, its aliases, types module and descriptor.
+pub fn render(analysis: Analysis) -> TokenStream {
     let Analysis {
         function,
         descriptor,
@@ -407,6 +412,7 @@ fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
         form: signature::Form::Plain,
         output: quote!(()),
         key: String::new(),
+        keyed: None,
         params: Vec::new(),
         location,
         krate,

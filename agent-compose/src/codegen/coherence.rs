@@ -5,12 +5,13 @@ use crate::transport::descriptor::Descriptor;
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
 
-/// One impl of a local trait per distinct key, each naming its type at the site that wrote
-/// it. If two keys are one type (e.g. through a `type` alias), the impls overlap and rustc
-/// rejects the program with E0119, naming the trait below: one contract can never be split
-/// in two silently.
+/// One impl of a local trait per distinct type the resolver saw, each naming its type at the
+/// site that wrote it. Keys written with longer or shorter paths (`key::compatible`) were
+/// grouped as one type by the resolver, so they share one impl. If two groups are one type
+/// (e.g. through a `type` alias), the impls overlap and rustc rejects the program with E0119,
+/// naming the trait below: one contract can never be split in two silently.
 pub fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
-    let mut seen = std::collections::BTreeSet::new();
+    let mut seen = Seen::default();
     let mut impls = Vec::new();
     for b in beans {
         let path = &b.path;
@@ -51,5 +52,32 @@ pub fn key_check(beans: &[Descriptor], current_crate: &str) -> TokenStream {
             trait EachBeanTypeMustBeWrittenOneWay {}
             #(#impls)*
         };
+    }
+}
+
+/// The keys given an impl, grouped by `key::tail`: a key joins a group (and gets no impl of
+/// its own) when it is compatible with every key of the group.
+#[derive(Default)]
+struct Seen {
+    exact: std::collections::HashSet<String>,
+    groups: std::collections::HashMap<String, Vec<Vec<String>>>,
+}
+
+impl Seen {
+    /// Whether `key` starts a new group, recording it either way.
+    fn insert(&mut self, key: String) -> bool {
+        if !self.exact.insert(key.clone()) {
+            return false;
+        }
+        let groups = self.groups.entry(crate::key::tail(&key)).or_default();
+        if let Some(group) = groups
+            .iter_mut()
+            .find(|g| g.iter().all(|k| crate::key::compatible(k, &key)))
+        {
+            group.push(key);
+            return false;
+        }
+        groups.push(vec![key]);
+        true
     }
 }

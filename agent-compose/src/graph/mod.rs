@@ -26,7 +26,7 @@ pub mod order;
 pub mod select;
 
 use crate::diag::Errors;
-use crate::key::ParamShape;
+use crate::key::{self, ParamShape};
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::Span;
 use std::collections::{BTreeSet, HashMap};
@@ -83,10 +83,7 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
         return Err(errors.into_result().unwrap_err());
     }
     let implicit_clashes = ctx.check_names(&mut errors);
-    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
-    for (i, b) in beans.iter().enumerate() {
-        by_key.entry(b.key.as_str()).or_default().push(i);
-    }
+    let by_key = candidates_by_key(beans);
     let mut reported_clashes = BTreeSet::new();
     let mut bindings = Vec::with_capacity(beans.len());
     let mut complete = true;
@@ -94,6 +91,10 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
         let mut bean_bindings = Vec::with_capacity(bean.params.len());
         for (index, param) in bean.params.iter().enumerate() {
             let candidates = select::qualifier_filter(beans, &by_key, param);
+            if ctx.check_one_type(consumer, index, param, &candidates, &mut errors) {
+                complete = false;
+                continue;
+            }
             let binding = match param.shape {
                 ParamShape::Single | ParamShape::Optional => {
                     ctx.select_single(consumer, index, param, candidates, &by_key, &mut errors)
@@ -132,6 +133,34 @@ pub fn resolve(beans: &[Descriptor], current_crate: &str) -> Result<Resolution, 
     Ok(Resolution { order, bindings })
 }
 
+/// The candidates of every key a parameter asks for: the beans whose key is
+/// [`key::compatible`] with it (the same key, or one written with longer or shorter paths).
+/// Beans are indexed by [`key::tail`] first, so this is one lookup per distinct key.
+fn candidates_by_key(beans: &[Descriptor]) -> HashMap<&str, Vec<usize>> {
+    let mut by_tail: HashMap<String, Vec<usize>> = HashMap::new();
+    for (i, b) in beans.iter().enumerate() {
+        by_tail.entry(key::tail(&b.key)).or_default().push(i);
+    }
+    let mut by_key: HashMap<&str, Vec<usize>> = HashMap::new();
+    let asked = beans.iter().flat_map(|b| &b.params).map(|p| p.key.as_str());
+    for wanted in asked {
+        if by_key.contains_key(wanted) {
+            continue;
+        }
+        let found = by_tail
+            .get(&key::tail(wanted))
+            .map(|c| {
+                c.iter()
+                    .copied()
+                    .filter(|&b| key::compatible(&beans[b].key, wanted))
+                    .collect()
+            })
+            .unwrap_or_default();
+        by_key.insert(wanted, found);
+    }
+    by_key
+}
+
 /// What every rule reads: the beans, their names and where diagnostics may point.
 struct Ctx<'a> {
     beans: &'a [Descriptor],
@@ -141,8 +170,8 @@ struct Ctx<'a> {
     /// numbers, not names (see `Ctx::collection_order`).
     rank: Vec<usize>,
     current_crate: &'a str,
-    /// The beans of each key reduced to its last path segments (see `select::tail_key`),
-    /// built at the first missing dependency, so its "written differently" note is a lookup
+    /// The beans of each key reduced to its last path segments (see `key::tail`),
+    /// built at the first missing dependency, so its "at another path" note is a lookup
     /// instead of a scan of every bean.
     by_tail: std::cell::OnceCell<HashMap<String, Vec<usize>>>,
 }

@@ -5,7 +5,7 @@
 use super::{Binding, Ctx};
 use crate::diag::{Code, Errors};
 use crate::ident;
-use crate::key::ParamShape;
+use crate::key::{self, ParamShape};
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use syn::LitStr;
@@ -78,6 +78,55 @@ pub fn match_parameter_name(
 }
 
 impl Ctx<'_> {
+    /// Rule 2a, one type: the candidates' keys must be able to name one type. Keys written
+    /// with longer or shorter paths (`Config`, `config::Config`) are grouped; keys whose
+    /// paths tell them apart (`a::Config`, `b::Config`) but that both fit the parameter's
+    /// shorter path are two types the tokens cannot decide between: `[ambiguous-type]`.
+    /// Returns whether it reported.
+    pub(super) fn check_one_type(
+        &self,
+        consumer: usize,
+        index: usize,
+        param: &ParamDesc,
+        candidates: &[usize],
+        errors: &mut Errors,
+    ) -> bool {
+        let mut keys: Vec<&str> = candidates
+            .iter()
+            .map(|&c| self.beans[c].key.as_str())
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        let clash = keys.iter().enumerate().find_map(|(i, a)| {
+            keys[i + 1..]
+                .iter()
+                .find(|b| !key::compatible(a, b))
+                .map(|b| (*a, *b))
+        });
+        let Some((a, b)) = clash else {
+            return false;
+        };
+        let of = |k: &str| -> Vec<usize> {
+            candidates
+                .iter()
+                .copied()
+                .filter(|&c| self.beans[c].key == k)
+                .collect()
+        };
+        errors.at(
+            Code::AmbiguousType,
+            self.param_span(consumer, param),
+            format!(
+                "{}, and beans of two types fit it: `{a}` and `{b}` are told apart by their paths, but `{}` could be either\n`{a}`:{}\n`{b}`:{}\nhelp: write the parameter's type with the path of the one you mean (e.g. `{a}`), or add `#[qualifier(\"name\")]` to choose a bean",
+                self.describe_param(consumer, index, param),
+                param.key,
+                self.list(&of(a)),
+                self.list(&of(b)),
+            ),
+        );
+        true
+    }
+
     /// Single selection of a `P` or `Option<P>` parameter from the candidates left by
     /// [`qualifier_filter`] (rules 1-2): rule 3 ([`Ctx::no_candidate`]), rule 4
     /// ([`suppress_fallbacks`]), rule 5 ([`prefer_primaries`]), rule 6
@@ -143,20 +192,20 @@ impl Ctx<'_> {
         let by_tail = self.by_tail.get_or_init(|| {
             let mut by_tail: HashMap<String, Vec<usize>> = HashMap::new();
             for (b, bean) in self.beans.iter().enumerate() {
-                by_tail.entry(tail_key(&bean.key)).or_default().push(b);
+                by_tail.entry(key::tail(&bean.key)).or_default().push(b);
             }
             by_tail
         });
         let similar: Vec<usize> = by_tail
-            .get(&tail_key(&param.key))
+            .get(&key::tail(&param.key))
             .into_iter()
             .flatten()
             .copied()
-            .filter(|&b| self.beans[b].key != param.key)
+            .filter(|&b| !key::compatible(&self.beans[b].key, &param.key))
             .collect();
         if !similar.is_empty() {
             message.push_str(&format!(
-                "\nnote: these beans produce a type written differently ({}); types are matched as written, so spell the type the same way in both places:{}",
+                "\nnote: these beans produce a type of the same name at another path ({}); paths that differ in more than how much of them is written name different types, so write the path of the type you mean:{}",
                 similar.iter().map(|&b| format!("`{}`", self.beans[b].key)).collect::<Vec<_>>().join(", "),
                 self.list(&similar)
             ));
@@ -271,29 +320,6 @@ pub(super) fn collection_ranks(beans: &[Descriptor], names: &[String]) -> Vec<us
         rank[bean] = place;
     }
     rank
-}
-
-/// A key with every path reduced to its last segment, used only for "did you mean" hints.
-fn tail_key(key: &str) -> String {
-    let mut out = String::new();
-    let mut word = String::new();
-    let mut chars = key.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == ':' && chars.peek() == Some(&':') {
-            chars.next();
-            word.clear();
-            continue;
-        }
-        if c.is_alphanumeric() || c == '_' {
-            word.push(c);
-        } else {
-            out.push_str(&word);
-            word.clear();
-            out.push(c);
-        }
-    }
-    out.push_str(&word);
-    out
 }
 
 #[cfg(test)]

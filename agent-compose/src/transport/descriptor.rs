@@ -51,6 +51,9 @@ pub struct Descriptor {
     pub output: TokenStream,
     /// The normalized key of the bean type.
     pub key: String,
+    /// The type the key is taken from when it is not `output` (a typed tool's bean is
+    /// written in full, but keyed as `Arc<dyn Tool>`, see `attr::typed`).
+    pub keyed: Option<TokenStream>,
     /// Dependencies.
     pub params: Vec<ParamDesc>,
     /// `file:line:column` of the function name.
@@ -145,6 +148,9 @@ impl Descriptor {
         if !self.key.is_empty() {
             let output = &self.output;
             out.extend(quote!(output = { #output }));
+            if let Some(keyed) = &self.keyed {
+                out.extend(quote!(keyed = { #keyed }));
+            }
         }
         if !self.params.is_empty() {
             let params = self.params.iter().map(|p| {
@@ -363,6 +369,10 @@ impl Parse for Descriptor {
             Some((tokens, ty)) => (tokens, crate::key::of(&ty)),
             None => (quote!(()), String::new()),
         };
+        let (key, keyed) = match optional(input, "keyed", braced_type)? {
+            Some((tokens, ty)) => (crate::key::of(&ty), Some(tokens)),
+            None => (key, None),
+        };
         let params = optional(input, "params", |input| {
             let content;
             syn::bracketed!(content in input);
@@ -410,6 +420,7 @@ impl Parse for Descriptor {
             form,
             output,
             key,
+            keyed,
             params,
             location,
             krate,
@@ -437,6 +448,7 @@ pub(crate) mod tests {
             form: Form::ResultManaged,
             output: quote!(Arc<dyn Tool>),
             key: "Arc<dyn Tool>".into(),
+            keyed: None,
             params: vec![ParamDesc {
                 name: Some(Ident::new("log", Span::call_site())),
                 shape: ParamShape::List,

@@ -31,6 +31,7 @@ pub(crate) fn bean(name: &str, ty: &str) -> Descriptor {
         form: Form::Plain,
         output: quote!(#ty),
         key: key::of(&ty),
+        keyed: None,
         params: Vec::new(),
         location: format!("src/{fn_name}.rs:1:1"),
         krate: "app".into(),

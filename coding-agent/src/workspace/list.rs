@@ -1,42 +1,36 @@
 //! `list_dir`: one directory's entries, sorted and marked.
 
 use agent_core::tool;
-use agent_core::tool::{Definition, DefinitionError, Tool};
-use serde_json::json;
+use agent_core::tool::ToolContext;
+use agent_core::tool::typed::Failure;
 use std::fs;
 use std::sync::Arc;
 
 use super::messages::{echo, io_problem};
 use super::root::WorkspaceRoot;
-use super::tool::{Operation, reader};
+use super::tool::{Work, blocking, dot};
 
 /// Most entries `list_dir` shows; a `… (N more)` line follows when there are more.
 pub const MAX_LIST_ENTRIES: usize = 500;
 
-/// `list_dir`: lists a directory of the workspace, sorted, directories suffixed with `/`
-/// and symbolic links with `@`, at most [`MAX_LIST_ENTRIES`] entries then a
-/// `… (N more)` line.
-#[tool(name = "list_dir")]
-pub fn list_dir(root: Arc<WorkspaceRoot>) -> Result<Arc<dyn Tool>, DefinitionError> {
-    let definition = Definition::builder(
-        "list_dir",
-        "List a directory of the workspace, sorted by name, one entry per line. Directories \
-         end with `/`, symbolic links with `@`. At most 500 entries are shown. `path` is \
-         relative to the workspace root and defaults to `.`.",
-    )
-    .input_schema(json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "Directory relative to the workspace root.",
-                "default": ".",
-            },
-        },
-        "required": [],
-        "additionalProperties": false,
-    }));
-    reader(definition, root, Operation::List)
+/// The arguments of `list_dir`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct ListArgs {
+    /// Directory relative to the workspace root.
+    #[serde(default = "dot")]
+    path: String,
+}
+
+/// List a directory of the workspace, sorted by name, one entry per line. Directories
+/// end with `/`, symbolic links with `@`. At most 500 entries are
+/// shown. `path` is relative to the workspace root and defaults to `.`.
+#[tool(effect = read_only, replay = safe, capabilities = ["filesystem.read"])]
+pub async fn list_dir(
+    root: Arc<WorkspaceRoot>,
+    #[args] args: ListArgs,
+    ctx: ToolContext<'_>,
+) -> Result<String, Failure> {
+    blocking(&ctx, Work::Reads, move |_| list(&root, &args.path)).await
 }
 
 pub(super) fn list(root: &WorkspaceRoot, given: &str) -> Result<String, String> {

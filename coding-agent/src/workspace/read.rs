@@ -1,42 +1,39 @@
 //! `read_file`: one UTF-8 text file, binary files refused, long files truncated.
 
 use agent_core::tool;
-use agent_core::tool::{Definition, DefinitionError, Tool};
-use serde_json::json;
+use agent_core::tool::ToolContext;
+use agent_core::tool::typed::Failure;
 use std::fs::{self, File};
 use std::io::Read;
 use std::sync::Arc;
 
 use super::messages::{echo, io_problem};
 use super::root::WorkspaceRoot;
-use super::tool::{Operation, reader};
+use super::tool::{Work, blocking};
 
 /// Most bytes of a file `read_file` returns; longer files end with a `[truncated: …]` line.
 pub const MAX_READ_BYTES: usize = 64 * 1024;
 /// A file with a NUL byte among its first this many bytes is binary.
 pub const BINARY_PROBE_BYTES: usize = 8 * 1024;
 
-/// truncating after [`MAX_READ_BYTES`] with a `[truncated: …]` line.
-#[tool(name = "read_file")]
-pub fn read_file(root: Arc<WorkspaceRoot>) -> Result<Arc<dyn Tool>, DefinitionError> {
-    let definition = Definition::builder(
-        "read_file",
-        "Read a UTF-8 text file of the workspace. Binary files are refused. Content above \
-         65536 bytes is cut and followed by a `[truncated: showing the first N of M bytes]` \
-         line. `path` is relative to the workspace root.",
-    )
-    .input_schema(json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "File relative to the workspace root.",
-            },
-        },
-        "required": ["path"],
-        "additionalProperties": false,
-    }));
-    reader(definition, root, Operation::Read)
+/// The arguments of `read_file`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct ReadArgs {
+    /// File relative to the workspace root.
+    path: String,
+}
+
+/// Read a UTF-8 text file of the workspace. Binary files are refused. Content above
+/// 65536 bytes is cut and followed by a
+/// `[truncated: showing the first N of M bytes]` line. `path` is relative to the
+/// workspace root.
+#[tool(effect = read_only, replay = safe, capabilities = ["filesystem.read"])]
+pub async fn read_file(
+    root: Arc<WorkspaceRoot>,
+    #[args] args: ReadArgs,
+    ctx: ToolContext<'_>,
+) -> Result<String, Failure> {
+    blocking(&ctx, Work::Reads, move |_| read(&root, &args.path)).await
 }
 
 pub(super) fn read(root: &WorkspaceRoot, given: &str) -> Result<String, String> {

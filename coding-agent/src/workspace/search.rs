@@ -2,8 +2,8 @@
 //! path, walked in name order and stopped when the caller goes away.
 
 use agent_core::tool;
-use agent_core::tool::{Definition, DefinitionError, Tool};
-use serde_json::json;
+use agent_core::tool::ToolContext;
+use agent_core::tool::typed::{Failure, Problem};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use super::messages::{char_floor, echo, io_problem};
 use super::read::BINARY_PROBE_BYTES;
 use super::root::WorkspaceRoot;
-use super::tool::{Operation, reader};
+use super::tool::{Work, blocking, dot};
 
 /// Most matches `search_text` returns; a marker line follows when there are more.
 pub const MAX_SEARCH_MATCHES: usize = 200;
@@ -22,38 +22,40 @@ pub const MAX_SEARCH_FILE_BYTES: u64 = 4 * 1024 * 1024;
 /// Longest matching line `search_text` shows, in bytes; longer lines end with `…`.
 pub const MAX_MATCH_LINE_BYTES: usize = 300;
 
-/// `search_text`: a case-sensitive substring search over the text files under a path,
-/// printing `relative/path:line: text`, at most [`MAX_SEARCH_MATCHES`] matches.
-///
-/// It skips binary files, files above [`MAX_SEARCH_FILE_BYTES`], hidden directories and
-/// `target/` below the starting path, and symbolic links to directories; a linked file is
-/// searched only when its target is inside the root.
-#[tool(name = "search_text")]
-pub fn search_text(root: Arc<WorkspaceRoot>) -> Result<Arc<dyn Tool>, DefinitionError> {
-    let definition = Definition::builder(
-        "search_text",
-        "Search the text files under a path of the workspace for a plain, case-sensitive \
-         substring. Prints `path:line: text` per match (paths relative to the workspace root), \
-         at most 200 matches. Skips binary files, files above 4 MiB, hidden directories, \
-         `target/` and linked directories. `path` defaults to `.`.",
-    )
-    .input_schema(json!({
-        "type": "object",
-        "properties": {
-            "pattern": {
-                "type": "string",
-                "description": "Text to find; matched literally and case-sensitively within one line.",
-            },
-            "path": {
-                "type": "string",
-                "description": "Directory or file relative to the workspace root.",
-                "default": ".",
-            },
-        },
-        "required": ["pattern"],
-        "additionalProperties": false,
-    }));
-    reader(definition, root, Operation::Search)
+/// The arguments of `search_text`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct SearchArgs {
+    /// Text to find; matched literally and case-sensitively within one line.
+    pattern: String,
+    /// Directory or file relative to the workspace root.
+    #[serde(default = "dot")]
+    path: String,
+}
+
+/// Search the text files under a path of the workspace for a plain, case-sensitive
+/// substring. Prints `path:line: text` per match (paths relative to the workspace root),
+/// at most 200 matches. Skips binary files, files above 4 MiB, hidden directories,
+/// `target/` and linked directories. `path` defaults to `.`.
+#[tool(effect = read_only, replay = safe, capabilities = ["filesystem.read"])]
+pub async fn search_text(
+    root: Arc<WorkspaceRoot>,
+    #[args] args: SearchArgs,
+    ctx: ToolContext<'_>,
+) -> Result<String, Failure> {
+    let SearchArgs { pattern, path } = args;
+    if pattern.is_empty() {
+        return Err(Problem::new("argument `pattern` must not be empty").into());
+    }
+    if pattern.contains(['\n', '\r']) {
+        return Err(Problem::new(
+            "argument `pattern` must be a single line; matches never span lines",
+        )
+        .into());
+    }
+    blocking(&ctx, Work::Reads, move |stop| {
+        search(&root, &pattern, &path, stop)
+    })
+    .await
 }
 
 /// What a directory entry is, without following links.

@@ -2,8 +2,8 @@
 //! same directory and a rename.
 
 use agent_core::tool;
-use agent_core::tool::{Capability, Definition, DefinitionError, Effect, ReplaySafety, Tool};
-use serde_json::json;
+use agent_core::tool::ToolContext;
+use agent_core::tool::typed::{Failure, Problem};
 use std::fs::{self, OpenOptions};
 use std::io::{self, Write};
 use std::path::Path;
@@ -12,40 +12,37 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::messages::{echo, io_problem};
 use super::root::WorkspaceRoot;
-use super::tool::{Operation, WorkspaceTool};
+use super::tool::{Work, blocking};
 
 /// Largest `content` `write_file` accepts, in bytes (1 MiB).
 pub const MAX_WRITE_BYTES: usize = 1 << 20;
 
-/// the same directory, then a rename), creating parent directories inside the root.
-#[tool(name = "write_file")]
-pub fn write_file(root: Arc<WorkspaceRoot>) -> Result<Arc<dyn Tool>, DefinitionError> {
-    let definition = Definition::builder(
-        "write_file",
-        "Create or replace a text file of the workspace with the given content (at most \
-         1 MiB), creating missing parent directories. The file is replaced atomically. \
-         `path` is relative to the workspace root.",
-    )
-    .input_schema(json!({
-        "type": "object",
-        "properties": {
-            "path": {
-                "type": "string",
-                "description": "File relative to the workspace root.",
-            },
-            "content": {
-                "type": "string",
-                "description": "The complete new content of the file.",
-            },
-        },
-        "required": ["path", "content"],
-        "additionalProperties": false,
-    }))
-    .effect(Effect::Mutating)
-    .replay_safety(ReplaySafety::Idempotent)
-    .capability(Capability::FilesystemWrite)
-    .build()?;
-    Ok(WorkspaceTool::shared(definition, root, Operation::Write))
+/// The arguments of `write_file`.
+#[derive(Debug, serde::Deserialize, schemars::JsonSchema)]
+struct WriteArgs {
+    /// File relative to the workspace root.
+    path: String,
+    /// The complete new content of the file.
+    content: String,
+}
+
+/// Create or replace a text file of the workspace with the given content (at most
+/// 1 MiB), creating missing parent directories. The file is replaced atomically.
+/// `path` is relative to the workspace root.
+#[tool(effect = mutating, replay = idempotent, capabilities = ["filesystem.write"])]
+pub async fn write_file(
+    root: Arc<WorkspaceRoot>,
+    #[args] args: WriteArgs,
+    ctx: ToolContext<'_>,
+) -> Result<String, Failure> {
+    let WriteArgs { path, content } = args;
+    if content.len() > MAX_WRITE_BYTES {
+        return Err(Failure::Problem(Problem::new(format!(
+            "argument `content` is {} bytes; at most {MAX_WRITE_BYTES} are allowed",
+            content.len()
+        ))));
+    }
+    blocking(&ctx, Work::Writes, move |_| write(&root, &path, &content)).await
 }
 
 /// Distinguishes temporary files of concurrent writes within one process.

@@ -1,14 +1,16 @@
 use agent_core::{bean, compose};
 use std::sync::Arc;
 
-mod config {
+mod real {
     pub struct Config;
 }
-use config::Config;
+
+// `Config` here is another type than `real::Config`; the tokens cannot know, rustc does.
+pub struct Config;
 
 #[bean]
-pub fn settings() -> Arc<config::Config> {
-    Arc::new(Config)
+pub fn settings() -> Arc<real::Config> {
+    Arc::new(real::Config)
 }
 
 #[bean]
