@@ -584,8 +584,7 @@ async fn shutdown_fences_admission_synchronously_and_keeps_suspended_runs_import
     let s = h.session();
     let ctx = CancellationToken::new();
     let (a, _) = h.host.start(&ctx, &s, start("a", TOOL)).await.unwrap();
-    let (b, _) = h.host.start(&ctx, &s, start("b", TOOL)).await.unwrap();
-    let (a, b) = (run_id(&a), run_id(&b));
+    let a = run_id(&a);
     let suspend = {
         let host = h.host.clone();
         let (s, a) = (s.clone(), a.clone());
@@ -595,8 +594,13 @@ async fn shutdown_fences_admission_synchronously_and_keeps_suspended_runs_import
         })
         .await
     };
+    // The one permit ends a's turn 1. `b` starts only once `a` is suspended: both tools wait
+    // on one gate, so a `b` already waiting could take the permit first and `a` would never
+    // reach its boundary.
     h.gate.add_permits(1);
     bounded(suspend).await.unwrap().unwrap();
+    let (b, _) = h.host.start(&ctx, &s, start("b", TOOL)).await.unwrap();
+    let b = run_id(&b);
     let envelope = h.host.export(&ctx, &s, &a).await.unwrap();
     // Admission is fenced before the first await of shutdown.
     let shutdown = h.host.shutdown();
