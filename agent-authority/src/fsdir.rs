@@ -3,7 +3,7 @@
 //! so replacing a path component after binding has no effect.
 
 use std::ffi::OsStr;
-use std::fs::File;
+use std::fs::{File, TryLockError};
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::{Component, Path};
@@ -269,6 +269,41 @@ impl BoundDir {
     }
 }
 
+/// An exclusive `flock` on a lock file from [`BoundDir::open_lock`]; dropping it unlocks
+/// the file explicitly, then closes it.
+///
+/// Why not just close: a `flock` belongs to the open file description, and every
+/// descriptor duplicated from it shares it. When another thread of this process spawns a
+/// child, the child holds copies of all our descriptors from `fork` until `exec` closes the
+/// `O_CLOEXEC` ones; closing ours in that window would leave the lock held by the
+/// not-yet-exec'd child, and this process's next take of the same run would fail as busy.
+/// `LOCK_UN` releases the lock on the description itself, whoever else refers to it.
+#[derive(Debug)]
+pub(crate) struct HeldLock {
+    file: File,
+}
+
+impl HeldLock {
+    /// Takes the lock without waiting: `Err(WouldBlock)` when another description holds it.
+    pub(crate) fn try_take(file: File) -> Result<HeldLock, TryLockError> {
+        file.try_lock()?;
+        Ok(HeldLock { file })
+    }
+
+    /// Takes the lock, waiting while another description holds it.
+    pub(crate) fn take(file: File) -> std::io::Result<HeldLock> {
+        file.lock()?;
+        Ok(HeldLock { file })
+    }
+}
+
+impl Drop for HeldLock {
+    fn drop(&mut self) {
+        // A failed unlock leaves the close below as the release, as before.
+        let _ = self.file.unlock();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::DirBuilderExt;
@@ -336,6 +371,24 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(names, ["file"]);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+
+    #[test]
+    fn a_dropped_lock_is_free_while_a_duplicate_descriptor_survives() {
+        let base = temp("lock-dup");
+        let dir = BoundDir::bind(&base.join("store")).unwrap();
+        let held = HeldLock::try_take(dir.open_lock("run.lock").unwrap()).unwrap();
+        // What a child forked by another thread holds until its exec.
+        let duplicate = held.file.try_clone().unwrap();
+        assert!(matches!(
+            HeldLock::try_take(dir.open_lock("run.lock").unwrap()),
+            Err(TryLockError::WouldBlock)
+        ));
+        drop(held);
+        let again = HeldLock::try_take(dir.open_lock("run.lock").unwrap());
+        assert!(again.is_ok(), "the duplicate kept the lock: {again:?}");
+        drop(duplicate);
         let _ = std::fs::remove_dir_all(&base);
     }
 }

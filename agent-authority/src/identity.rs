@@ -5,7 +5,7 @@ use std::sync::Mutex;
 
 use crate::envelope::HmacSnapshotAuthority;
 use crate::error::{AuthorityError, Reason};
-use crate::fsdir::BoundDir;
+use crate::fsdir::{BoundDir, HeldLock};
 use crate::keys::{KEY_BYTES, SCOPE_ID_BYTES, ScopeId, SecretKey, ct_eq, random};
 use crate::record::Expect;
 
@@ -31,8 +31,8 @@ impl Identity {
     /// Loads `identity.key`, creating it (under the initialization lock) when absent.
     pub(crate) fn load_or_create(dir: &BoundDir) -> Result<Identity, AuthorityError> {
         let _process = IDENTITY_INIT.lock().unwrap_or_else(|p| p.into_inner());
-        let lock = dir.open_lock(IDENTITY_LOCK)?;
-        lock.lock().map_err(|e| AuthorityError::io(&e))?;
+        let lock =
+            HeldLock::take(dir.open_lock(IDENTITY_LOCK)?).map_err(|e| AuthorityError::io(&e))?;
         let identity = match dir.read(IDENTITY_KEY, IDENTITY_BYTES, Reason::IdentityInvalid)? {
             Some(bytes) => Identity::parse(&bytes)?,
             None => {

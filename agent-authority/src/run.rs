@@ -1,8 +1,8 @@
 //! A run this process owns ([`ActiveRun`]) and a prepared import ([`Import`]): the lifecycle
 //! operations, local resume and the rest of the import transaction.
 
+use crate::fsdir::HeldLock;
 use std::fmt;
-use std::fs::File;
 
 use crate::envelope::{Lifecycle, SnapshotEnvelope};
 use crate::error::{AuthorityError, Reason};
@@ -23,7 +23,7 @@ pub(crate) enum RunState {
 pub struct ActiveRun {
     pub(crate) lease: Lease,
     pub(crate) run_id: String,
-    pub(crate) lock: Option<File>,
+    pub(crate) lock: Option<HeldLock>,
     pub(crate) generation: u64,
     pub(crate) state: RunState,
     pub(crate) uncertain: bool,
@@ -253,7 +253,7 @@ impl ActiveRun {
 pub struct Import {
     pub(crate) lease: Lease,
     pub(crate) envelope: SnapshotEnvelope,
-    pub(crate) lock: Option<File>,
+    pub(crate) lock: Option<HeldLock>,
     pub(crate) record_generation: u64,
 }
 

@@ -3,13 +3,13 @@
 
 use std::collections::HashSet;
 use std::fmt;
-use std::fs::{File, TryLockError};
+use std::fs::TryLockError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
 use crate::error::{AuthorityError, Reason};
-use crate::fsdir::{BoundDir, WriteStage};
+use crate::fsdir::{BoundDir, HeldLock, WriteStage};
 use crate::identity::Identity;
 use crate::keys::{ScopeId, hex_encode, sha256};
 use crate::record::{MAX_RECORD_BYTES, Phase, Record, SnapshotClaim};
@@ -194,10 +194,10 @@ fn file_stem(run_id: &str) -> String {
 }
 
 impl Lease {
-    pub(crate) fn lock_run(&self, run_id: &str) -> Result<File, AuthorityError> {
+    pub(crate) fn lock_run(&self, run_id: &str) -> Result<HeldLock, AuthorityError> {
         let file = self.dir.open_lock(&format!("{}.lock", file_stem(run_id)))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
+        match HeldLock::try_take(file) {
+            Ok(held) => Ok(held),
             Err(TryLockError::WouldBlock) => Err(AuthorityError::new(Reason::RunBusy)),
             Err(TryLockError::Error(error)) => Err(AuthorityError::io(&error)),
         }

@@ -194,12 +194,12 @@ async fn suspend_resume_follow_the_reservation_order() {
     let suspend = {
         let host = h.host.clone();
         let (s, run) = (s.clone(), run.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             host.suspend(&CancellationToken::new(), &s, "susp", &run)
                 .await
         })
+        .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let (other, _) = bounded(h.host.start(&ctx, &s, start("other", TEXT)))
         .await
         .unwrap();
@@ -243,12 +243,12 @@ async fn cancel_does_not_wait_behind_a_suspend_waiting_for_its_boundary() {
     let suspend = {
         let host = h.host.clone();
         let (s, run) = (s.clone(), run.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             host.suspend(&CancellationToken::new(), &s, "susp", &run)
                 .await
         })
+        .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let cancelled = bounded(h.host.cancel(&ctx, &s, "cancel", &run))
         .await
         .unwrap();
@@ -584,19 +584,23 @@ async fn shutdown_fences_admission_synchronously_and_keeps_suspended_runs_import
     let s = h.session();
     let ctx = CancellationToken::new();
     let (a, _) = h.host.start(&ctx, &s, start("a", TOOL)).await.unwrap();
-    let (b, _) = h.host.start(&ctx, &s, start("b", TOOL)).await.unwrap();
-    let (a, b) = (run_id(&a), run_id(&b));
+    let a = run_id(&a);
     let suspend = {
         let host = h.host.clone();
         let (s, a) = (s.clone(), a.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             host.suspend(&CancellationToken::new(), &s, "susp", &a)
                 .await
         })
+        .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    // The one permit ends a's turn 1. `b` starts only once `a` is suspended: both tools wait
+    // on one gate, so a `b` already waiting could take the permit first and `a` would never
+    // reach its boundary.
     h.gate.add_permits(1);
     bounded(suspend).await.unwrap().unwrap();
+    let (b, _) = h.host.start(&ctx, &s, start("b", TOOL)).await.unwrap();
+    let b = run_id(&b);
     let envelope = h.host.export(&ctx, &s, &a).await.unwrap();
     // Admission is fenced before the first await of shutdown.
     let shutdown = h.host.shutdown();
@@ -705,17 +709,17 @@ async fn precommit_setup_observes_the_session_and_the_host_lifetime() {
     let mut gate = h.sessions.acquire_mutation(&ctx, &s).await.unwrap();
     let waiting = {
         let (host, s) = (h.host.clone(), s.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             host.start(&CancellationToken::new(), &s, start("op", TEXT))
                 .await
         })
+        .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     let reconnect = {
         let (sessions, id) = (h.sessions.clone(), s.client_id().to_owned());
-        tokio::spawn(async move { sessions.reconnect(&CancellationToken::new(), &id, 1).await })
+        spawn_waiting(async move { sessions.reconnect(&CancellationToken::new(), &id, 1).await })
+            .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     // The reconnect waits out the active commit, then goes before the queued start.
     gate.close();
     let s2 = bounded(reconnect).await.unwrap().unwrap();

@@ -11,7 +11,7 @@ use agent_daemon::ledger::{
     Execution, Ledger, LedgerError, MAX_LEDGER_ENTRIES, MAX_OUTCOME_BYTES, Outcome, OutcomeKind,
     UNCERTAIN_PAYLOAD, canonical_digest,
 };
-use common::bounded;
+use common::{bounded, spawn_waiting};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -41,7 +41,7 @@ async fn duplicates_wait_for_the_owner_without_owning_the_work() {
     let runs = Arc::new(AtomicUsize::new(0));
     let owner = {
         let (ledger, release, runs) = (ledger.clone(), release.clone(), runs.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             ledger
                 .run(
                     &CancellationToken::new(),
@@ -57,8 +57,8 @@ async fn duplicates_wait_for_the_owner_without_owning_the_work() {
                 )
                 .await
         })
+        .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     // A cancelled duplicate leaves the owner alone.
     let cancelled = CancellationToken::new();
     cancelled.cancel();
@@ -69,15 +69,15 @@ async fn duplicates_wait_for_the_owner_without_owning_the_work() {
     assert_eq!(error, LedgerError::Cancelled);
     let duplicate = {
         let ledger = ledger.clone();
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             ledger
                 .run(&CancellationToken::new(), "c", "op", "k", D, || async {
                     ok(b"never")
                 })
                 .await
         })
+        .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     release.notify_one();
     let (outcome, dup) = bounded(owner).await.unwrap().unwrap();
     assert_eq!((outcome.payload(), dup), (&b"done"[..], false));
@@ -187,7 +187,7 @@ async fn waiting_duplicates_retry_exactly_once_after_an_abandonment() {
     let runs = Arc::new(AtomicUsize::new(0));
     let owner = {
         let (ledger, release) = (ledger.clone(), release.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             ledger
                 .run(
                     &CancellationToken::new(),
@@ -202,28 +202,30 @@ async fn waiting_duplicates_retry_exactly_once_after_an_abandonment() {
                 )
                 .await
         })
+        .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     let mut duplicates = Vec::new();
     for _ in 0..4 {
         let (ledger, runs) = (ledger.clone(), runs.clone());
-        duplicates.push(tokio::spawn(async move {
-            ledger
-                .run(
-                    &CancellationToken::new(),
-                    "c",
-                    "op",
-                    "k",
-                    D,
-                    || async move {
-                        runs.fetch_add(1, Ordering::SeqCst);
-                        ok(b"retried")
-                    },
-                )
-                .await
-        }));
+        duplicates.push(
+            spawn_waiting(async move {
+                ledger
+                    .run(
+                        &CancellationToken::new(),
+                        "c",
+                        "op",
+                        "k",
+                        D,
+                        || async move {
+                            runs.fetch_add(1, Ordering::SeqCst);
+                            ok(b"retried")
+                        },
+                    )
+                    .await
+            })
+            .await,
+        );
     }
-    tokio::time::sleep(Duration::from_millis(10)).await;
     release.notify_one();
     assert_eq!(
         bounded(owner).await.unwrap().unwrap_err(),

@@ -11,7 +11,7 @@ use agent_core::interaction::{
 use agent_daemon::pending::{
     DELTA_OVERHEAD_BYTES, PendingError, PendingLimits, PendingRouter, hard, value_bytes,
 };
-use common::bounded;
+use common::{bounded, spawn_waiting};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -200,10 +200,10 @@ async fn a_release_drains_accepted_work_before_reclaiming() {
         bounded(late).await.unwrap().unwrap_err(),
         InteractionError::Unavailable
     );
-    let waiting = tokio::spawn(async move {
+    let waiting = spawn_waiting(async move {
         binding.wait_released().await;
-    });
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    })
+    .await;
     assert!(!waiting.is_finished());
     assert!(router.bind_run("c", &Scope::new("run-2").unwrap()).is_err());
     router

@@ -34,12 +34,12 @@ async fn a_run_moves_from_host_a_to_host_b_exactly_once() {
     };
     let suspend = {
         let (host, s, run) = (a.host.clone(), client_a.clone(), run_id.clone());
-        tokio::spawn(async move {
+        spawn_waiting(async move {
             host.suspend(&CancellationToken::new(), &s, "suspend", &run)
                 .await
         })
+        .await
     };
-    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     a.gate.add_permits(1);
     let (suspended, _) = bounded(suspend).await.unwrap().unwrap();
     let Success::Suspended { sequence } = suspended else {

@@ -8,7 +8,7 @@ use std::time::Duration;
 use agent_daemon::session::{
     GATE_WAITERS, MAX_GATE_WAITERS, MAX_SESSIONS, STREAM_LEASES, SessionError, SessionStore,
 };
-use common::bounded;
+use common::{bounded, spawn_waiting};
 use tokio_util::sync::CancellationToken;
 
 fn store(maximum: usize) -> (CancellationToken, SessionStore) {
@@ -74,14 +74,13 @@ async fn a_reconnect_jumps_queued_mutations_waits_out_the_commit_and_stales_the_
     let mut active = store.acquire_mutation(&ctx, &s).await.unwrap();
     let queued = {
         let (store, s) = (store.clone(), s.clone());
-        tokio::spawn(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+        spawn_waiting(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+            .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     let reconnect = {
         let (store, id) = (store.clone(), s.client_id().to_owned());
-        tokio::spawn(async move { store.reconnect(&CancellationToken::new(), &id, 1).await })
+        spawn_waiting(async move { store.reconnect(&CancellationToken::new(), &id, 1).await }).await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!reconnect.is_finished(), "waits out the active commit");
     active.close();
     let new = bounded(reconnect).await.unwrap().unwrap();
@@ -107,14 +106,13 @@ async fn a_cancelled_reconnect_restores_the_old_epoch_and_its_fifo() {
             s.client_id().to_owned(),
             reconnect_ctx.clone(),
         );
-        tokio::spawn(async move { store.reconnect(&c, &id, 1).await })
+        spawn_waiting(async move { store.reconnect(&c, &id, 1).await }).await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     let queued = {
         let (store, s) = (store.clone(), s.clone());
-        tokio::spawn(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+        spawn_waiting(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+            .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     reconnect_ctx.cancel();
     assert_eq!(
         bounded(reconnect).await.unwrap().unwrap_err(),
@@ -149,7 +147,8 @@ async fn a_reconnect_cancels_and_joins_every_old_stream() {
     // A new stream waits behind the reconnect intent.
     let late = {
         let (store, s) = (store.clone(), s.clone());
-        tokio::spawn(async move { store.acquire_stream(&CancellationToken::new(), &s, 4).await })
+        spawn_waiting(async move { store.acquire_stream(&CancellationToken::new(), &s, 4).await })
+            .await
     };
     for mut stream in streams.drain(..) {
         stream.close();
@@ -172,11 +171,9 @@ async fn gate_waiters_are_bounded_at_64_and_cancellation_safe() {
     let mut waiters = Vec::new();
     for _ in 0..MAX_GATE_WAITERS {
         let (store, s, c) = (store.clone(), s.clone(), waiters_ctx.clone());
-        waiters.push(tokio::spawn(
-            async move { store.acquire_mutation(&c, &s).await },
-        ));
+        // Each is queued when `spawn_waiting` returns, so the next call is past the bound.
+        waiters.push(spawn_waiting(async move { store.acquire_mutation(&c, &s).await }).await);
     }
-    tokio::time::sleep(Duration::from_millis(20)).await;
     // Past the bound, for every kind of waiter.
     let past = SessionError::GateCapacity {
         resource: GATE_WAITERS,
@@ -197,9 +194,9 @@ async fn gate_waiters_are_bounded_at_64_and_cancellation_safe() {
     }
     let again = {
         let (store, s) = (store.clone(), s.clone());
-        tokio::spawn(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+        spawn_waiting(async move { store.acquire_mutation(&CancellationToken::new(), &s).await })
+            .await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!again.is_finished());
     again.abort();
 }
@@ -242,9 +239,8 @@ async fn close_never_blocks_and_shutdown_joins_leases() {
     assert_eq!(store.check(&s), Err(SessionError::Closed));
     let shutdown = {
         let store = store.clone();
-        tokio::spawn(async move { store.shutdown(&CancellationToken::new()).await })
+        spawn_waiting(async move { store.shutdown(&CancellationToken::new()).await }).await
     };
-    tokio::time::sleep(Duration::from_millis(10)).await;
     assert!(!shutdown.is_finished(), "waits for the leases");
     lease.close();
     mutation.close();

@@ -37,6 +37,25 @@ pub async fn bounded<F: Future>(future: F) -> F::Output {
         .expect("a bounded wait timed out")
 }
 
+/// Polls `future` once here, then runs the rest of it on a new task. Whatever `future`
+/// does before its first wait (queueing a waiter, requesting a suspension, taking a lock)
+/// has happened when this returns: the order a test needs, whatever the load, where a sleep
+/// only makes it likely. The first poll runs unconstrained, so tokio's cooperative budget
+/// cannot cut it short. Fails the test if `future` did not wait.
+pub async fn spawn_waiting<F>(future: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    let mut future = Box::pin(future);
+    let waiting = tokio::task::unconstrained(std::future::poll_fn(|cx| {
+        std::task::Poll::Ready(future.as_mut().poll(cx).is_pending())
+    }))
+    .await;
+    assert!(waiting, "expected to wait, but finished on its first poll");
+    tokio::spawn(future)
+}
+
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// A fresh 0700 directory under the system temp dir, removed on drop.
