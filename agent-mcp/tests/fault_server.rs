@@ -154,15 +154,30 @@ fn cancellation_sends_notifications_cancelled_and_a_late_response_is_ignored() {
         let source = start(&fault_config("fault", json!({})), &[]).await;
         let lease = source.lease_current_typed().await.unwrap();
         let cancel = CancellationToken::new();
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(200)).await;
-            trigger.cancel();
-        });
+        let fresh = CancellationToken::new();
+        // Cancel once the server has the request, not after a fixed delay: on a loaded
+        // machine the request may not be sent within any fixed time. Every `stats` call
+        // counts itself, so the k-th poll sees more than k calls once the slow one arrived.
+        let cancel_when_sent = async {
+            for polls in 1..=1000_u64 {
+                let stats = call(&lease, "fault.stats", json!({}), &fresh)
+                    .await
+                    .unwrap();
+                let stats: serde_json::Value = serde_json::from_str(stats.content()).unwrap();
+                if stats["calls"].as_u64().unwrap() > polls {
+                    cancel.cancel();
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the slow call never reached the server");
+        };
         // The server ignores the cancellation and answers late: nobody is waiting for it.
-        let error = call(&lease, "fault.slow_write", json!({"ms": 600}), &cancel)
-            .await
-            .unwrap_err();
+        let (outcome, ()) = tokio::join!(
+            call(&lease, "fault.slow_write", json!({"ms": 2000}), &cancel),
+            cancel_when_sent
+        );
+        let error = outcome.unwrap_err();
         // Whichever of the tool and the dispatcher sees the cancellation first, a sent
         // mutating call is never reported as not run.
         match error {
@@ -170,8 +185,8 @@ fn cancellation_sends_notifications_cancelled_and_a_late_response_is_ignored() {
             DispatchError::Execution(e) => assert_eq!(e.state(), ExecutionState::Uncertain),
             other => panic!("{other:?}"),
         }
-        tokio::time::sleep(Duration::from_millis(800)).await;
-        let fresh = CancellationToken::new();
+        // Past the late answer: the session still works, and the server saw one cancellation.
+        tokio::time::sleep(Duration::from_millis(2200)).await;
         let stats = call(&lease, "fault.stats", json!({}), &fresh)
             .await
             .unwrap();
