@@ -587,6 +587,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_sink_sees_every_delta_in_order_until_it_declines() {
+        use std::sync::Mutex as StdMutex;
+        let hub = Arc::new(PendingHub::new());
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let (sink, limit) = (Arc::clone(&seen), 3);
+        let snapshot = hub.subscribe_with(move |delta| {
+            let mut seen = sink.lock().unwrap();
+            seen.push(delta.revision());
+            seen.len() < limit
+        });
+        assert_eq!(snapshot.revision(), 0);
+        let (_, mut queue) = hub.subscribe();
+        for id in ["w1", "w2", "w3"] {
+            let mut request = ask(&hub, "run-1", id, &CancellationToken::new());
+            assert!(poll_once(&mut request).is_pending());
+            hub.respond(&scope("run-1"), answer(id)).unwrap();
+            assert_eq!(request.await, Ok(answer(id)));
+        }
+        // The sink declined after its third delta and saw nothing more; the queue saw all.
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+        assert_eq!(drain(&mut queue).len(), 6);
+        assert_eq!(hub.revision(), 6);
+        // On close the hub drops a live sink; a sink after close is dropped at once.
+        let dropped = Arc::new(());
+        let held = Arc::clone(&dropped);
+        hub.subscribe_with(move |_| {
+            let _ = &held;
+            true
+        });
+        assert_eq!(Arc::strong_count(&dropped), 2);
+        hub.close();
+        assert_eq!(Arc::strong_count(&dropped), 1);
+        let held = Arc::clone(&dropped);
+        hub.subscribe_with(move |_| {
+            let _ = &held;
+            true
+        });
+        assert_eq!(Arc::strong_count(&dropped), 1);
+    }
+
+    #[tokio::test]
     async fn respond_requires_the_owning_run() {
         let hub = Arc::new(PendingHub::new());
         let (_, mut deltas) = hub.subscribe();
