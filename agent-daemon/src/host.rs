@@ -294,7 +294,14 @@ struct State {
     reservations: HashSet<String>,
     active: HashMap<String, Arc<Hosted>>,
     owners: HashMap<String, Arc<str>>,
+    /// Oldest first; entries leave only from the front (eviction).
     terminal: VecDeque<(String, TerminalEntry)>,
+    /// The position counter of `terminal`'s front entry: an entry pushed when the front
+    /// was at `first` with `len` entries has position `first + len` for its whole stay.
+    terminal_first: u64,
+    /// Run id to its position in `terminal`, so a lookup under the host lock is O(1)
+    /// instead of a scan of up to `terminal_runs` entries.
+    terminal_index: HashMap<String, u64>,
     terminal_bytes: usize,
     inflight: usize,
 }
@@ -491,22 +498,40 @@ impl Inner {
 
     fn owned_terminal(&self, client: &str, run_id: &str) -> Option<(Run, Option<Vec<u8>>, u64)> {
         let state = self.lock();
+        let position = *state.terminal_index.get(run_id)?;
+        let index = usize::try_from(position.checked_sub(state.terminal_first)?).ok()?;
         state
             .terminal
-            .iter()
-            .find(|(id, entry)| id == run_id && &*entry.owner == client)
+            .get(index)
+            .filter(|(id, entry)| id == run_id && &*entry.owner == client)
             .map(|(_, e)| (e.run.clone(), e.envelope.clone(), e.sequence))
     }
 
-    fn evict_terminal(&self, state: &mut State) {
+    /// Appends a terminal entry at the back of the cache.
+    fn push_terminal(state: &mut State, run_id: String, entry: TerminalEntry) {
+        let position = state.terminal_first + state.terminal.len() as u64;
+        state.terminal_index.insert(run_id.clone(), position);
+        state.terminal.push_back((run_id, entry));
+    }
+
+    /// Evicts the oldest entries past either bound and returns them, so the caller drops
+    /// them (each holds a whole run) after releasing the host lock.
+    fn evict_terminal(&self, state: &mut State) -> Vec<TerminalEntry> {
+        let mut evicted = Vec::new();
         while state.terminal.len() > self.limits.terminal_runs
             || state.terminal_bytes > self.limits.terminal_bytes
         {
-            let Some((_, entry)) = state.terminal.pop_front() else {
+            let Some((run_id, entry)) = state.terminal.pop_front() else {
                 break;
             };
+            if state.terminal_index.get(&run_id) == Some(&state.terminal_first) {
+                state.terminal_index.remove(&run_id);
+            }
+            state.terminal_first += 1;
             state.terminal_bytes -= entry.envelope.as_ref().map_or(0, Vec::len);
+            evicted.push(entry);
         }
+        evicted
     }
 }
 
@@ -797,7 +822,7 @@ impl RunHost {
             inner.degrade_authority(error.kind());
             clean = false;
         }
-        {
+        let evicted = {
             let mut state = inner.lock();
             state.active.remove(&run_id);
             state.reserved -= 1;
@@ -811,7 +836,8 @@ impl RunHost {
                 other => other,
             };
             state.terminal_bytes += envelope.as_ref().map_or(0, Vec::len);
-            state.terminal.push_back((
+            Inner::push_terminal(
+                &mut state,
                 run_id.clone(),
                 TerminalEntry {
                     owner: hosted.owner.clone(),
@@ -819,9 +845,10 @@ impl RunHost {
                     envelope,
                     sequence,
                 },
-            ));
-            inner.evict_terminal(&mut state);
-        }
+            );
+            inner.evict_terminal(&mut state)
+        };
+        drop(evicted);
         drop(transition);
         binding.wait_released().await;
         inner.lock().owners.remove(&run_id);

@@ -6,14 +6,14 @@
 //! router adds what a daemon needs around it: run bindings that route every prompt of a run
 //! to exactly one client, the accounting limits, observer bounds and fencing.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
 use std::pin::pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use agent_core::interaction::{
     Broker, InteractionError, InteractionRequest, InteractionResponse, PendingDelta, PendingHub,
-    PendingSnapshot, PendingSubscription, Scope,
+    PendingSnapshot, Scope,
 };
 use agent_core::tool::BoxFuture;
 use tokio::sync::Notify;
@@ -34,6 +34,14 @@ pub mod hard {
     pub const PENDING_BYTES: usize = 16 << 20;
     /// Observers (global and per client).
     pub const OBSERVERS: usize = 1024;
+    /// Queued deltas of one observer.
+    pub const OBSERVER_QUEUE_ENTRIES: usize = 1024;
+    /// Queued delta bytes of one observer.
+    pub const OBSERVER_QUEUE_BYTES: usize = 4 << 20;
+    /// Queued deltas of every observer (global and per client).
+    pub const QUEUED_ENTRIES: usize = 1 << 20;
+    /// Queued delta bytes of every observer (global and per client).
+    pub const QUEUED_BYTES: usize = 64 << 20;
 }
 
 /// The router's budgets; every per-client value is at most its global one.
@@ -57,6 +65,18 @@ pub struct PendingLimits {
     pub observers: usize,
     /// Observers per client.
     pub observers_per_client: usize,
+    /// Queued deltas of one observer; past it the observer is cut off.
+    pub observer_queue_entries: usize,
+    /// Queued delta bytes of one observer; past it the observer is cut off.
+    pub observer_queue_bytes: usize,
+    /// Queued deltas of every observer; each observer reserves a full queue of them.
+    pub queued_entries: usize,
+    /// Queued deltas of one client's observers.
+    pub queued_entries_per_client: usize,
+    /// Queued delta bytes of every observer; each observer reserves a full queue of them.
+    pub queued_bytes: usize,
+    /// Queued delta bytes of one client's observers.
+    pub queued_bytes_per_client: usize,
 }
 
 impl Default for PendingLimits {
@@ -71,12 +91,20 @@ impl Default for PendingLimits {
             pending_bytes_per_client: 768 << 10,
             observers: 32,
             observers_per_client: 4,
+            observer_queue_entries: 64,
+            observer_queue_bytes: 2 * (512 << 10) + 512,
+            queued_entries: 2048,
+            queued_entries_per_client: 256,
+            queued_bytes: 33_570_816,
+            queued_bytes_per_client: 4_196_352,
         }
     }
 }
 
 impl PendingLimits {
-    /// Whether every value is in range and every per-client value fits its global one.
+    /// Whether every value is in range, every per-client value fits its global one, and the
+    /// queue budgets fund a full observer queue for every observer they allow (globally and
+    /// per client), so a subscription admitted by the observer caps can always reserve one.
     pub fn validate(&self) -> Result<(), PendingError> {
         let within = |value: usize, max: usize| (1..=max).contains(&value);
         let ok = within(self.clients, hard::CLIENTS)
@@ -87,7 +115,29 @@ impl PendingLimits {
             && within(self.pending_bytes, hard::PENDING_BYTES)
             && within(self.pending_bytes_per_client, self.pending_bytes)
             && within(self.observers, hard::OBSERVERS)
-            && within(self.observers_per_client, self.observers);
+            && within(self.observers_per_client, self.observers)
+            && within(self.observer_queue_entries, hard::OBSERVER_QUEUE_ENTRIES)
+            && within(self.observer_queue_bytes, hard::OBSERVER_QUEUE_BYTES)
+            && within(self.queued_entries, hard::QUEUED_ENTRIES)
+            && within(self.queued_entries_per_client, self.queued_entries)
+            && within(self.queued_bytes, hard::QUEUED_BYTES)
+            && within(self.queued_bytes_per_client, self.queued_bytes);
+        let funded = |budget: usize, queue: usize, observers: usize| budget / queue >= observers;
+        let ok =
+            ok && funded(
+                self.queued_entries,
+                self.observer_queue_entries,
+                self.observers,
+            ) && funded(
+                self.queued_entries_per_client,
+                self.observer_queue_entries,
+                self.observers_per_client,
+            ) && funded(self.queued_bytes, self.observer_queue_bytes, self.observers)
+                && funded(
+                    self.queued_bytes_per_client,
+                    self.observer_queue_bytes,
+                    self.observers_per_client,
+                );
         if ok {
             Ok(())
         } else {
@@ -115,6 +165,58 @@ pub enum PendingError {
     ObserverCapacity,
 }
 
+/// Why an observer was cut off: the first queue bound (contract section 2.5, in its check
+/// order) that the next delta would have passed. The client recovers by subscribing again,
+/// which starts with a full snapshot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObserverExhausted {
+    /// The exhausted resource: `pending_observer_queue_entries`,
+    /// `pending_observer_queue_bytes`, `pending_observer_entries`,
+    /// `pending_observer_client_entries`, `pending_observer_bytes` or
+    /// `pending_observer_client_bytes`.
+    pub resource: &'static str,
+    /// The bound.
+    pub limit: usize,
+    /// What the resource would have reached with the refused delta.
+    pub observed: usize,
+    /// The revision of the last delta actually handed to the consumer (the snapshot's if
+    /// none was).
+    pub last_delivered: u64,
+}
+
+impl fmt::Display for ObserverExhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "pending observer exhausted: {} {} past {} (last delivered revision {})",
+            self.resource, self.observed, self.limit, self.last_delivered
+        )
+    }
+}
+
+impl std::error::Error for ObserverExhausted {}
+
+/// Accounted bytes of one queued delta: an opened delta's value bytes, or a closed delta's
+/// run and interaction ids, plus [`DELTA_OVERHEAD_BYTES`].
+pub fn delta_bytes(delta: &PendingDelta) -> usize {
+    DELTA_OVERHEAD_BYTES
+        + match delta {
+            PendingDelta::Opened { pending, .. } => value_bytes(pending.scope(), pending.request()),
+            PendingDelta::Closed { run_id, id, .. } => run_id.len() + id.len(),
+        }
+}
+
+/// Whether a partition at `revision` with `pending` open calls may open one more: the
+/// opening and a close for every call pending afterwards must still fit in a `u64`, so a
+/// close can never run out of revisions.
+pub fn revision_room(revision: u64, pending: usize) -> bool {
+    u64::try_from(pending)
+        .ok()
+        .and_then(|pending| pending.checked_add(2))
+        .and_then(|needed| revision.checked_add(needed))
+        .is_some()
+}
+
 impl fmt::Display for PendingError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -130,6 +232,189 @@ impl fmt::Display for PendingError {
 }
 
 impl std::error::Error for PendingError {}
+
+/// Queued and reserved delta accounting of a scope (everything, or one client).
+#[derive(Default, Clone, Copy)]
+struct Counts {
+    entries: usize,
+    bytes: usize,
+    reserved_entries: usize,
+    reserved_bytes: usize,
+}
+
+/// Queue accounting of every observer. A leaf lock: the hub's delivery calls into it under
+/// the hub's lock, so nothing else is locked while it is held.
+#[derive(Default)]
+struct QueueBook {
+    all: Counts,
+    clients: HashMap<Arc<str>, Counts>,
+}
+
+impl QueueBook {
+    fn client(&mut self, client: &Arc<str>) -> &mut Counts {
+        self.clients.entry(client.clone()).or_default()
+    }
+
+    fn forget_idle(&mut self, client: &str) {
+        if self
+            .clients
+            .get(client)
+            .is_some_and(|c| c.entries == 0 && c.reserved_entries == 0)
+        {
+            self.clients.remove(client);
+        }
+    }
+}
+
+/// Why an observer's queue ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum QueueEnd {
+    Exhausted(ObserverExhausted),
+    Ended,
+}
+
+struct QueueState {
+    deltas: VecDeque<(PendingDelta, usize)>,
+    bytes: usize,
+    /// `None` until the first delta is handed out.
+    last_delivered: Option<u64>,
+    end: Option<QueueEnd>,
+}
+
+/// One observer's bounded queue, filled by the hub's delivery and drained by
+/// [`PendingObserver::next`].
+struct ObserverQueue {
+    client: Arc<str>,
+    limits: PendingLimits,
+    book: Arc<Mutex<QueueBook>>,
+    state: Mutex<QueueState>,
+    ready: Notify,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every update completes under its lock, so a poisoned state is still consistent.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ObserverQueue {
+    /// Enqueues `delta` within every bound, or cuts the observer off; `false` ends the
+    /// hub's delivery to it.
+    fn offer(&self, delta: &PendingDelta) -> bool {
+        let mut state = lock(&self.state);
+        if state.end.is_some() {
+            return false;
+        }
+        let bytes = delta_bytes(delta);
+        let mut book = lock(&self.book);
+        let client = book.clients.get(&self.client).copied().unwrap_or_default();
+        let limits = &self.limits;
+        let checks = [
+            (
+                "pending_observer_queue_entries",
+                limits.observer_queue_entries,
+                state.deltas.len() + 1,
+            ),
+            (
+                "pending_observer_queue_bytes",
+                limits.observer_queue_bytes,
+                state.bytes + bytes,
+            ),
+            (
+                "pending_observer_entries",
+                limits.queued_entries,
+                book.all.entries + 1,
+            ),
+            (
+                "pending_observer_client_entries",
+                limits.queued_entries_per_client,
+                client.entries + 1,
+            ),
+            (
+                "pending_observer_bytes",
+                limits.queued_bytes,
+                book.all.bytes + bytes,
+            ),
+            (
+                "pending_observer_client_bytes",
+                limits.queued_bytes_per_client,
+                client.bytes + bytes,
+            ),
+        ];
+        if let Some(&(resource, limit, observed)) =
+            checks.iter().find(|(_, limit, observed)| observed > limit)
+        {
+            // Before any delivery the last delivered revision is the snapshot's: one before
+            // the oldest delta it has seen (revisions are consecutive after it).
+            let oldest = state.deltas.front().map_or(delta, |(d, _)| d).revision();
+            let exhausted = ObserverExhausted {
+                resource,
+                limit,
+                observed,
+                last_delivered: state.last_delivered.unwrap_or(oldest - 1),
+            };
+            self.end(&mut state, &mut book, QueueEnd::Exhausted(exhausted));
+            drop(book);
+            drop(state);
+            self.ready.notify_one();
+            return false;
+        }
+        book.all.entries += 1;
+        book.all.bytes += bytes;
+        let counts = book.client(&self.client);
+        counts.entries += 1;
+        counts.bytes += bytes;
+        state.deltas.push_back((delta.clone(), bytes));
+        state.bytes += bytes;
+        drop(book);
+        drop(state);
+        self.ready.notify_one();
+        true
+    }
+
+    /// Terminates the queue once: releases its reservation and queued accounting and
+    /// discards its queued deltas.
+    fn end(&self, state: &mut QueueState, book: &mut QueueBook, end: QueueEnd) {
+        if state.end.is_some() {
+            return;
+        }
+        state.end = Some(end);
+        let (entries, bytes) = (state.deltas.len(), state.bytes);
+        let (queue_entries, queue_bytes) = (
+            self.limits.observer_queue_entries,
+            self.limits.observer_queue_bytes,
+        );
+        for counts in [
+            &mut book.all,
+            book.clients.entry(self.client.clone()).or_default(),
+        ] {
+            counts.entries -= entries;
+            counts.bytes -= bytes;
+            counts.reserved_entries -= queue_entries;
+            counts.reserved_bytes -= queue_bytes;
+        }
+        book.forget_idle(&self.client);
+        state.deltas.clear();
+        state.bytes = 0;
+    }
+
+    fn finish(&self, end: QueueEnd) {
+        let mut state = lock(&self.state);
+        let mut book = lock(&self.book);
+        self.end(&mut state, &mut book, end);
+        drop(book);
+        drop(state);
+        self.ready.notify_one();
+    }
+}
+
+/// Ends the queue when the hub drops its delivery (hub closed, or delivery ended).
+struct Delivery(Arc<ObserverQueue>);
+
+impl Drop for Delivery {
+    fn drop(&mut self) {
+        self.0.finish(QueueEnd::Ended);
+    }
+}
 
 struct Partition {
     hub: Arc<PendingHub>,
@@ -161,6 +446,7 @@ struct State {
 pub struct PendingRouter {
     limits: PendingLimits,
     state: Mutex<State>,
+    queues: Arc<Mutex<QueueBook>>,
     released: Notify,
 }
 
@@ -200,6 +486,7 @@ impl PendingRouter {
                 observers: 0,
                 refused: 0,
             }),
+            queues: Arc::default(),
             released: Notify::new(),
         }))
     }
@@ -345,15 +632,63 @@ impl PendingRouter {
         if partition.observers >= limits.observers_per_client {
             return Err(PendingError::ObserverCapacity);
         }
+        let key = state
+            .partitions
+            .get_key_value(client)
+            .map(|(k, _)| k.clone())
+            .expect("present");
+        {
+            // Reserve a full queue; the validated funding makes this fit whenever the
+            // observer caps admit the observer, so it is checked, not relied upon.
+            let mut book = lock(&self.queues);
+            let (entries, bytes) = (limits.observer_queue_entries, limits.observer_queue_bytes);
+            let counts = book.client(&key);
+            if counts.reserved_entries + entries > limits.queued_entries_per_client
+                || counts.reserved_bytes + bytes > limits.queued_bytes_per_client
+            {
+                book.forget_idle(&key);
+                return Err(PendingError::ObserverCapacity);
+            }
+            if book.all.reserved_entries + entries > limits.queued_entries
+                || book.all.reserved_bytes + bytes > limits.queued_bytes
+            {
+                book.forget_idle(&key);
+                return Err(PendingError::ObserverCapacity);
+            }
+            let book = &mut *book;
+            let client = book.clients.get_mut(&key).expect("present");
+            for counts in [&mut book.all, client] {
+                counts.reserved_entries += entries;
+                counts.reserved_bytes += bytes;
+            }
+        }
+        let partition = state.partitions.get_mut(client).expect("present");
         partition.observers += 1;
-        let (snapshot, deltas) = partition.hub.subscribe();
+        let queue = Arc::new(ObserverQueue {
+            client: key.clone(),
+            limits,
+            book: self.queues.clone(),
+            state: Mutex::new(QueueState {
+                deltas: VecDeque::new(),
+                bytes: 0,
+                last_delivered: None,
+                end: None,
+            }),
+            ready: Notify::new(),
+        });
+        let delivery = Delivery(queue.clone());
+        let snapshot = partition
+            .hub
+            .subscribe_with(move |delta| delivery.0.offer(delta));
+        let snapshot_revision = snapshot.revision();
         let fence = partition.fence.clone();
         state.observers += 1;
         Ok(PendingObserver {
             router: self.clone(),
-            client: client.into(),
+            client: key,
             snapshot: Some(snapshot),
-            deltas,
+            snapshot_revision,
+            queue,
             fence,
         })
     }
@@ -402,6 +737,12 @@ impl PendingRouter {
             hub.close();
             fence.cancel();
         }
+    }
+
+    /// Queued deltas and their bytes over every observer (for tests and health).
+    pub fn queued(&self) -> (usize, usize) {
+        let book = lock(&self.queues);
+        (book.all.entries, book.all.bytes)
     }
 
     /// Bound runs, pending interactions and observers (for tests and health).
@@ -471,6 +812,7 @@ impl Broker for PendingRouter {
                 if global_full
                     || partition.pending >= limits.pending_per_client
                     || partition.bytes + bytes > limits.pending_bytes_per_client
+                    || !revision_room(partition.hub.revision(), partition.pending)
                 {
                     state.refused += 1;
                     return Err(InteractionError::Unavailable);
@@ -559,7 +901,8 @@ pub struct PendingObserver {
     router: Arc<PendingRouter>,
     client: Arc<str>,
     snapshot: Option<PendingSnapshot>,
-    deltas: PendingSubscription,
+    snapshot_revision: u64,
+    queue: Arc<ObserverQueue>,
     fence: CancellationToken,
 }
 
@@ -577,20 +920,64 @@ impl PendingObserver {
         self.snapshot.take()
     }
 
-    /// The next delta; `None` once the observer is fenced, `cancel` fires or the router
-    /// closes.
+    /// The next delta; `None` once the observer is fenced, `cancel` fires, the router
+    /// closes or the observer was cut off for a queue bound ([`PendingObserver::exhausted`]
+    /// says which).
     pub async fn next(&mut self, cancel: &CancellationToken) -> Option<PendingDelta> {
-        tokio::select! {
-            biased;
-            () = self.fence.cancelled() => None,
-            () = cancel.cancelled() => None,
-            delta = self.deltas.next() => delta,
+        loop {
+            let mut ready = pin!(self.queue.ready.notified());
+            ready.as_mut().enable();
+            if self.fence.is_cancelled() || cancel.is_cancelled() {
+                return None;
+            }
+            {
+                let mut state = lock(&self.queue.state);
+                if let Some((delta, bytes)) = state.deltas.pop_front() {
+                    state.bytes -= bytes;
+                    state.last_delivered = Some(delta.revision());
+                    let mut book = lock(&self.queue.book);
+                    let book = &mut *book;
+                    let client = book.clients.entry(self.client.clone()).or_default();
+                    for counts in [&mut book.all, client] {
+                        counts.entries -= 1;
+                        counts.bytes -= bytes;
+                    }
+                    return Some(delta);
+                }
+                if state.end.is_some() {
+                    return None;
+                }
+            }
+            tokio::select! {
+                biased;
+                () = self.fence.cancelled() => return None,
+                () = cancel.cancelled() => return None,
+                () = ready => {}
+            }
         }
+    }
+
+    /// The bound this observer was cut off for, if it was.
+    pub fn exhausted(&self) -> Option<ObserverExhausted> {
+        match lock(&self.queue.state).end {
+            Some(QueueEnd::Exhausted(exhausted)) => Some(exhausted),
+            _ => None,
+        }
+    }
+
+    /// The revision of the last delta handed out by [`PendingObserver::next`] (the
+    /// snapshot's before the first).
+    pub fn last_delivered(&self) -> u64 {
+        lock(&self.queue.state)
+            .last_delivered
+            .unwrap_or(self.snapshot_revision)
     }
 }
 
 impl Drop for PendingObserver {
     fn drop(&mut self) {
+        // Releases the queue's accounting now; the hub drops its delivery at the next delta.
+        self.queue.finish(QueueEnd::Ended);
         let mut state = self.router.lock();
         state.observers -= 1;
         if let Some(partition) = state.partitions.get_mut(&self.client) {

@@ -667,8 +667,13 @@ async fn an_uncertain_terminal_record_is_not_exportable_and_degrades_health() {
     let (started, _) = h.host.start(&ctx, &s, start("op", TEXT)).await.unwrap();
     let run = run_id(&started);
     finished(&h, &s, &run).await;
+    // The monitor degrades in steps (the authority failure first, the cleanup verdict after
+    // the binding drained), so wait for the last one, not for the first status change.
+    let cleanup = Degradation::CleanupUnavailable.as_str().to_owned();
     bounded(async {
-        while h.host.describe().status != HealthStatus::Degraded {
+        while h.host.describe().status != HealthStatus::Degraded
+            || !h.host.describe().reasons.contains(&cleanup)
+        {
             tokio::time::sleep(std::time::Duration::from_millis(2)).await;
         }
     })

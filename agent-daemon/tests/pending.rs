@@ -274,3 +274,217 @@ async fn observers_are_bounded_and_fenced() {
     drop(observer);
     router.subscribe("c").unwrap();
 }
+
+#[test]
+fn queue_limits_are_in_range_and_fully_funded() {
+    let base = PendingLimits::default();
+    // The defaults of the contract fund a full queue for every observer exactly.
+    assert_eq!(base.observer_queue_bytes, 1_049_088);
+    assert_eq!(
+        base.queued_entries,
+        base.observers * base.observer_queue_entries
+    );
+    assert_eq!(
+        base.queued_bytes,
+        base.observers * base.observer_queue_bytes
+    );
+    assert_eq!(
+        base.queued_bytes_per_client,
+        base.observers_per_client * base.observer_queue_bytes
+    );
+    // One observer at the hard queue maxima is valid; one past either is not.
+    let single = PendingLimits {
+        observers: 1,
+        observers_per_client: 1,
+        observer_queue_entries: hard::OBSERVER_QUEUE_ENTRIES,
+        observer_queue_bytes: hard::OBSERVER_QUEUE_BYTES,
+        queued_entries: hard::QUEUED_ENTRIES,
+        queued_entries_per_client: hard::QUEUED_ENTRIES,
+        queued_bytes: hard::QUEUED_BYTES,
+        queued_bytes_per_client: hard::QUEUED_BYTES,
+        ..base
+    };
+    single.validate().unwrap();
+    for broken in [
+        PendingLimits {
+            observer_queue_entries: hard::OBSERVER_QUEUE_ENTRIES + 1,
+            ..single
+        },
+        PendingLimits {
+            observer_queue_bytes: hard::OBSERVER_QUEUE_BYTES + 1,
+            ..single
+        },
+        PendingLimits {
+            queued_entries: hard::QUEUED_ENTRIES + 1,
+            ..single
+        },
+        PendingLimits {
+            queued_bytes: hard::QUEUED_BYTES + 1,
+            ..single
+        },
+        PendingLimits {
+            observer_queue_entries: 0,
+            ..single
+        },
+        PendingLimits {
+            queued_entries_per_client: hard::QUEUED_ENTRIES,
+            queued_entries: hard::QUEUED_ENTRIES - 1,
+            ..single
+        },
+    ] {
+        assert_eq!(broken.validate(), Err(PendingError::Limits), "{broken:?}");
+    }
+    // Funding at the bound (4 observers × 64 entries = 256 per client) and one short.
+    PendingLimits {
+        queued_entries_per_client: 256,
+        ..base
+    }
+    .validate()
+    .unwrap();
+    for broken in [
+        PendingLimits {
+            queued_entries_per_client: 255,
+            ..base
+        },
+        PendingLimits {
+            queued_entries: 2047,
+            ..base
+        },
+        PendingLimits {
+            queued_bytes: 33_570_815,
+            ..base
+        },
+        PendingLimits {
+            queued_bytes_per_client: 4_196_351,
+            ..base
+        },
+    ] {
+        assert_eq!(broken.validate(), Err(PendingError::Limits), "{broken:?}");
+    }
+}
+
+#[test]
+fn an_open_reserves_a_revision_for_every_close() {
+    use agent_daemon::pending::revision_room;
+    // Opening needs its own revision and one close for every call then pending.
+    assert!(revision_room(u64::MAX - 2, 0));
+    assert!(!revision_room(u64::MAX - 1, 0));
+    assert!(revision_room(u64::MAX - 12, 10));
+    assert!(!revision_room(u64::MAX - 11, 10));
+    assert!(!revision_room(1, usize::MAX));
+}
+
+async fn wait_pending(router: &PendingRouter, count: usize) {
+    bounded(async {
+        while router.snapshot("c").pending().len() < count {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_subscriber_is_cut_off_with_its_exact_last_delivered_revision() {
+    let limits = PendingLimits {
+        observer_queue_entries: 4,
+        ..PendingLimits::default()
+    };
+    let router = PendingRouter::new(limits).unwrap();
+    let _binding = router.bind_run("c", &Scope::new("run-1").unwrap()).unwrap();
+    let mut observer = router.subscribe("c").unwrap();
+    assert_eq!(observer.take_snapshot().unwrap().revision(), 0);
+    assert_eq!(observer.last_delivered(), 0);
+    let never = CancellationToken::new();
+    let mut asked = vec![ask(&router, "run-1", "i1")];
+    let first = bounded(observer.next(&never)).await.unwrap();
+    assert_eq!(first.revision(), 1);
+    // Four more deltas fill the queue to its bound: still subscribed.
+    for n in 2..=5 {
+        asked.push(ask(&router, "run-1", &format!("i{n}")));
+        wait_pending(&router, n).await;
+    }
+    assert_eq!(observer.exhausted(), None);
+    assert_eq!(router.queued().0, 4);
+    // The fifth undelivered delta is one past it: cut off, queued deltas discarded.
+    asked.push(ask(&router, "run-1", "i6"));
+    wait_pending(&router, 6).await;
+    let exhausted = observer.exhausted().expect("cut off");
+    assert_eq!(exhausted.resource, "pending_observer_queue_entries");
+    assert_eq!((exhausted.limit, exhausted.observed), (4, 5));
+    assert_eq!(exhausted.last_delivered, 1, "exactly what the consumer got");
+    assert_eq!(observer.last_delivered(), 1);
+    assert_eq!(bounded(observer.next(&never)).await, None);
+    assert_eq!(router.queued(), (0, 0), "accounting released at once");
+    // Recovery: a new subscription starts from a full snapshot.
+    drop(observer);
+    let mut again = router.subscribe("c").unwrap();
+    let snapshot = again.take_snapshot().unwrap();
+    assert_eq!((snapshot.revision(), snapshot.pending().len()), (6, 6));
+    router.close();
+    for asked in asked {
+        assert_eq!(
+            bounded(asked).await.unwrap().unwrap_err(),
+            InteractionError::Closed
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_observer_queue_byte_bound_holds_at_and_past_it() {
+    use agent_daemon::pending::delta_bytes;
+    let router = PendingRouter::new(PendingLimits::default()).unwrap();
+    let _binding = router.bind_run("c", &Scope::new("run-1").unwrap()).unwrap();
+    let mut probe = router.subscribe("c").unwrap();
+    let asked = ask(&router, "run-1", "i1");
+    let delta = bounded(probe.next(&CancellationToken::new()))
+        .await
+        .unwrap();
+    let bytes = delta_bytes(&delta);
+    assert_eq!(
+        bytes,
+        value_bytes(&Scope::new("run-1").unwrap(), &request("i1")) + DELTA_OVERHEAD_BYTES
+    );
+    drop(probe);
+    router.close();
+    bounded(asked).await.unwrap().unwrap_err();
+
+    // A queue of exactly one opened delta's bytes: the first fits, the second is past it.
+    let limits = PendingLimits {
+        observer_queue_bytes: bytes,
+        ..PendingLimits::default()
+    };
+    let router = PendingRouter::new(limits).unwrap();
+    let _binding = router.bind_run("c", &Scope::new("run-1").unwrap()).unwrap();
+    let observer = router.subscribe("c").unwrap();
+    let first = ask(&router, "run-1", "i1");
+    wait_pending(&router, 1).await;
+    assert_eq!(observer.exhausted(), None);
+    assert_eq!(router.queued(), (1, bytes));
+    let second = ask(&router, "run-1", "i2");
+    wait_pending(&router, 2).await;
+    let exhausted = observer.exhausted().expect("cut off");
+    assert_eq!(exhausted.resource, "pending_observer_queue_bytes");
+    assert_eq!((exhausted.limit, exhausted.observed), (bytes, 2 * bytes));
+    assert_eq!(
+        exhausted.last_delivered, 0,
+        "nothing delivered: the snapshot's"
+    );
+    assert_eq!(router.queued(), (0, 0));
+    router.close();
+    bounded(first).await.unwrap().unwrap_err();
+    bounded(second).await.unwrap().unwrap_err();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_observer_releases_its_queue_at_once() {
+    let router = PendingRouter::new(PendingLimits::default()).unwrap();
+    let _binding = router.bind_run("c", &Scope::new("run-1").unwrap()).unwrap();
+    let observer = router.subscribe("c").unwrap();
+    let asked = ask(&router, "run-1", "i1");
+    wait_pending(&router, 1).await;
+    assert_eq!(router.queued().0, 1);
+    drop(observer);
+    assert_eq!(router.queued(), (0, 0));
+    router.close();
+    bounded(asked).await.unwrap().unwrap_err();
+}

@@ -169,7 +169,23 @@ struct State {
     revision: u64,
     closed: bool,
     entries: BTreeMap<Key, Entry>,
-    subscribers: Vec<mpsc::UnboundedSender<PendingDelta>>,
+    subscribers: Vec<Subscriber>,
+}
+
+/// Where a subscription's deltas go: the hub's own unbounded queue, or a host's sink.
+enum Subscriber {
+    Queue(mpsc::UnboundedSender<PendingDelta>),
+    Sink(Box<dyn FnMut(&PendingDelta) -> bool + Send>),
+}
+
+impl Subscriber {
+    /// Hands `delta` over; `false` ends the subscription.
+    fn deliver(&mut self, delta: &PendingDelta) -> bool {
+        match self {
+            Subscriber::Queue(tx) => tx.send(delta.clone()).is_ok(),
+            Subscriber::Sink(sink) => sink(delta),
+        }
+    }
 }
 
 impl State {
@@ -179,7 +195,8 @@ impl State {
     }
 
     fn publish(&mut self, delta: PendingDelta) {
-        self.subscribers.retain(|tx| tx.send(delta.clone()).is_ok());
+        self.subscribers
+            .retain_mut(|subscriber| subscriber.deliver(&delta));
     }
 
     fn publish_closed(&mut self, (run_id, id): Key, reason: CloseReason) {
@@ -273,9 +290,46 @@ impl PendingHub {
         let mut state = self.lock();
         let (tx, deltas) = mpsc::unbounded_channel();
         if !state.closed {
-            state.subscribers.push(tx);
+            state.subscribers.push(Subscriber::Queue(tx));
         }
         (state.snapshot(), PendingSubscription { deltas })
+    }
+
+    /// Like [`PendingHub::subscribe`], but every later delta is handed to `sink`, in
+    /// revision order and under the hub's lock, so a host can bound and account its own
+    /// queue. The sink returns `false` to end the subscription; it is dropped then, on
+    /// [`PendingHub::close`], or at once if the hub is already closed. It must not call
+    /// back into this hub.
+    ///
+    /// ```
+    /// use std::sync::{Arc, Mutex};
+    /// use agent_core::interaction::PendingHub;
+    ///
+    /// let hub = PendingHub::new();
+    /// let seen = Arc::new(Mutex::new(Vec::new()));
+    /// let sink = Arc::clone(&seen);
+    /// let snapshot = hub.subscribe_with(move |delta| {
+    ///     sink.lock().unwrap().push(delta.revision());
+    ///     true
+    /// });
+    /// assert_eq!(snapshot.revision(), 0);
+    /// hub.close();
+    /// assert!(seen.lock().unwrap().is_empty()); // nothing was pending
+    /// ```
+    pub fn subscribe_with(
+        &self,
+        sink: impl FnMut(&PendingDelta) -> bool + Send + 'static,
+    ) -> PendingSnapshot {
+        let mut state = self.lock();
+        if !state.closed {
+            state.subscribers.push(Subscriber::Sink(Box::new(sink)));
+        }
+        state.snapshot()
+    }
+
+    /// The current revision: the number of deltas published so far.
+    pub fn revision(&self) -> u64 {
+        self.lock().revision
     }
 
     /// Answers the prompt `response.id()` of the run `scope`. Fails with
@@ -530,6 +584,47 @@ mod tests {
         }
         let pending = map.into_values().collect();
         PendingSnapshot { revision, pending }
+    }
+
+    #[tokio::test]
+    async fn a_sink_sees_every_delta_in_order_until_it_declines() {
+        use std::sync::Mutex as StdMutex;
+        let hub = Arc::new(PendingHub::new());
+        let seen = Arc::new(StdMutex::new(Vec::new()));
+        let (sink, limit) = (Arc::clone(&seen), 3);
+        let snapshot = hub.subscribe_with(move |delta| {
+            let mut seen = sink.lock().unwrap();
+            seen.push(delta.revision());
+            seen.len() < limit
+        });
+        assert_eq!(snapshot.revision(), 0);
+        let (_, mut queue) = hub.subscribe();
+        for id in ["w1", "w2", "w3"] {
+            let mut request = ask(&hub, "run-1", id, &CancellationToken::new());
+            assert!(poll_once(&mut request).is_pending());
+            hub.respond(&scope("run-1"), answer(id)).unwrap();
+            assert_eq!(request.await, Ok(answer(id)));
+        }
+        // The sink declined after its third delta and saw nothing more; the queue saw all.
+        assert_eq!(*seen.lock().unwrap(), [1, 2, 3]);
+        assert_eq!(drain(&mut queue).len(), 6);
+        assert_eq!(hub.revision(), 6);
+        // On close the hub drops a live sink; a sink after close is dropped at once.
+        let dropped = Arc::new(());
+        let held = Arc::clone(&dropped);
+        hub.subscribe_with(move |_| {
+            let _ = &held;
+            true
+        });
+        assert_eq!(Arc::strong_count(&dropped), 2);
+        hub.close();
+        assert_eq!(Arc::strong_count(&dropped), 1);
+        let held = Arc::clone(&dropped);
+        hub.subscribe_with(move |_| {
+            let _ = &held;
+            true
+        });
+        assert_eq!(Arc::strong_count(&dropped), 1);
     }
 
     #[tokio::test]

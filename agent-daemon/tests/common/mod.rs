@@ -120,6 +120,18 @@ pub const TOOL: &str = "tool";
 /// The engine every host here uses (one identity, so snapshots move between them), with
 /// `router` as its broker; `calls` counts provider requests.
 pub fn engine(router: Arc<PendingRouter>, gate: Arc<Semaphore>, calls: Arc<AtomicUsize>) -> Engine {
+    engine_with_ids(router, gate, calls, None)
+}
+
+/// [`engine`], with run ids from `ids` when given (custom ids are recorded one by one in
+/// the kernel's run-identity ledger, counter ids are not).
+#[allow(dead_code)]
+pub fn engine_with_ids(
+    router: Arc<PendingRouter>,
+    gate: Arc<Semaphore>,
+    calls: Arc<AtomicUsize>,
+    ids: Option<Arc<dyn agent_core::agent::IdSource>>,
+) -> Engine {
     let definition = ToolDefinition::builder("wait", "Waits for the test.")
         .effect(Effect::ReadOnly)
         .replay_safety(ReplaySafety::Safe)
@@ -150,14 +162,17 @@ pub fn engine(router: Arc<PendingRouter>, gate: Arc<Semaphore>, calls: Arc<Atomi
         .unwrap()
         .with_compatibility("daemon-test/1")
         .unwrap();
-    Engine::builder(
+    let builder = Engine::builder(
         provider,
         StaticToolPlanSource::from_dispatcher(Dispatcher::new(tools).unwrap()),
     )
     .identity(identity)
-    .broker(router)
-    .build()
-    .unwrap()
+    .broker(router);
+    let builder = match ids {
+        Some(ids) => builder.ids(ids),
+        None => builder,
+    };
+    builder.build().unwrap()
 }
 
 /// The served definitions: `coding` revision `r1` (three turns).
