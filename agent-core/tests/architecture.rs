@@ -711,3 +711,127 @@ fn the_scanner_resolves_uses_reexports_and_inline_paths() {
     let problems = check(&Graph::of_sources(&looped).edges, &[&["s"]]);
     assert_eq!(problems, ["module loop: s::p -> s::q -> s::p"]);
 }
+
+/// What each workspace crate is, for the crate-direction rules of ARCHITECTURE sections 2
+/// and 9. A new member must be placed here, so its direction is decided, not defaulted.
+const KERNEL_CRATES: &[&str] = &["agent-core", "agent-macros", "agent-compose"];
+const HOST_CRATES: &[&str] = &[
+    "agent-authority",
+    "agent-protocol",
+    "agent-daemon",
+    "agent-mcp",
+    "coding-agent",
+];
+const TOOL_CRATES: &[&str] = &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"];
+
+/// A crate's package name and the packages it depends on (normal, dev, build and target
+/// dependencies alike; `package = ".."` renames resolved), from the manifest text.
+fn manifest_deps(text: &str) -> (String, BTreeSet<String>) {
+    let mut name = String::new();
+    let mut deps = BTreeSet::new();
+    let mut section = String::new();
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            section = line.trim_matches(|c| c == '[' || c == ']').to_owned();
+            continue;
+        }
+        let Some((key, value)) = line.split_once('=') else {
+            continue;
+        };
+        let key = key.trim();
+        if section == "package" && key == "name" {
+            name = value.trim().trim_matches('"').to_owned();
+        }
+        let dependency_table = section == "dependencies"
+            || section.ends_with(".dependencies")
+            || section.ends_with("-dependencies");
+        if !dependency_table || key.starts_with('#') {
+            continue;
+        }
+        let dep = key.split('.').next().unwrap_or(key).trim_matches('"');
+        let renamed = value.split("package").nth(1).and_then(|rest| {
+            let rest = rest.trim_start().strip_prefix('=')?.trim_start();
+            rest.strip_prefix('"')?.split('"').next()
+        });
+        deps.insert(renamed.unwrap_or(dep).to_owned());
+    }
+    (name, deps)
+}
+
+/// Every violation of the crate directions among `crates` (name -> dependencies): a
+/// kernel crate depending on a host crate, the protocol crate depending on a kernel crate,
+/// or a crate that is not placed in any of the three groups.
+fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let mut violations = Vec::new();
+    for (name, deps) in crates {
+        let placed = [KERNEL_CRATES, HOST_CRATES, TOOL_CRATES]
+            .iter()
+            .any(|group| group.contains(&name.as_str()));
+        if !placed {
+            violations.push(format!("{name} is placed in no crate group"));
+        }
+        for dep in deps {
+            if KERNEL_CRATES.contains(&name.as_str()) && HOST_CRATES.contains(&dep.as_str()) {
+                violations.push(format!("kernel crate {name} depends on host crate {dep}"));
+            }
+            if name == "agent-protocol" && KERNEL_CRATES.contains(&dep.as_str()) {
+                violations.push(format!("agent-protocol depends on kernel crate {dep}"));
+            }
+        }
+    }
+    violations
+}
+
+/// The kernel crates never depend on a host crate, and the protocol crate never depends on
+/// the kernel, read from every workspace member's manifest.
+#[test]
+fn crates_point_from_the_host_to_the_kernel() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
+    let members = workspace
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("members"))
+        .expect("a one-line members list");
+    let mut crates = BTreeMap::new();
+    for member in members.split('"').skip(1).step_by(2) {
+        let text = fs::read_to_string(root.join(member).join("Cargo.toml")).expect(member);
+        let (name, deps) = manifest_deps(&text);
+        assert!(!name.is_empty(), "{member} names no package");
+        crates.insert(name, deps);
+    }
+    for expected in KERNEL_CRATES.iter().chain(HOST_CRATES) {
+        assert!(crates.contains_key(*expected), "{expected} is not a member");
+    }
+    assert_eq!(crate_direction_violations(&crates), Vec::<String>::new());
+}
+
+#[test]
+fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
+    let (name, deps) = manifest_deps(
+        "[package]\nname = \"agent-core\"\n[dependencies]\nserde.workspace = true\n\
+         auth = { package = \"agent-authority\", path = \"../agent-authority\" }\n\
+         [target.'cfg(unix)'.dev-dependencies]\nagent-mcp = { path = \"../agent-mcp\" }\n",
+    );
+    assert_eq!(name, "agent-core");
+    assert_eq!(
+        deps,
+        ["agent-authority", "agent-mcp", "serde"]
+            .map(String::from)
+            .into()
+    );
+    let mut crates = BTreeMap::from([(name, deps)]);
+    crates.insert(
+        "agent-protocol".into(),
+        BTreeSet::from(["agent-core".to_owned()]),
+    );
+    crates.insert("agent-new".into(), BTreeSet::new());
+    assert_eq!(
+        crate_direction_violations(&crates),
+        [
+            "kernel crate agent-core depends on host crate agent-authority",
+            "kernel crate agent-core depends on host crate agent-mcp",
+            "agent-new is placed in no crate group",
+            "agent-protocol depends on kernel crate agent-core",
+        ]
+    );
+}
