@@ -777,6 +777,9 @@ fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Ve
             if name == "agent-protocol" && KERNEL_CRATES.contains(&dep.as_str()) {
                 violations.push(format!("agent-protocol depends on kernel crate {dep}"));
             }
+            if name == "agent-authority" && dep == "agent-daemon" {
+                violations.push("agent-authority depends on agent-daemon".to_owned());
+            }
         }
     }
     violations
@@ -805,6 +808,35 @@ fn crates_point_from_the_host_to_the_kernel() {
     assert_eq!(crate_direction_violations(&crates), Vec::<String>::new());
 }
 
+/// No source of a lower crate names a crate above it, not even in a path a manifest rule
+/// could miss (`extern crate`, a doc example that is compiled): the kernel crates name no
+/// host crate, and the run authority never names the daemon.
+#[test]
+fn lower_crates_never_name_the_crates_above_them() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let hosts: Vec<String> = HOST_CRATES.iter().map(|c| c.replace('-', "_")).collect();
+    let rules: Vec<(&str, Vec<String>)> = KERNEL_CRATES
+        .iter()
+        .map(|krate| (*krate, hosts.clone()))
+        .chain([("agent-authority", vec!["agent_daemon".to_owned()])])
+        .collect();
+    for (krate, above) in rules {
+        let mut files = Vec::new();
+        rust_files(&root.join(krate).join("src"), &mut files);
+        assert!(!files.is_empty(), "{krate} has no sources");
+        for file in files {
+            let text = fs::read_to_string(&file).expect("readable");
+            for name in &above {
+                assert!(
+                    !text.contains(name.as_str()),
+                    "{} names {name}",
+                    file.display()
+                );
+            }
+        }
+    }
+}
+
 #[test]
 fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
     let (name, deps) = manifest_deps(
@@ -825,9 +857,14 @@ fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
         BTreeSet::from(["agent-core".to_owned()]),
     );
     crates.insert("agent-new".into(), BTreeSet::new());
+    crates.insert(
+        "agent-authority".into(),
+        BTreeSet::from(["agent-daemon".to_owned()]),
+    );
     assert_eq!(
         crate_direction_violations(&crates),
         [
+            "agent-authority depends on agent-daemon",
             "kernel crate agent-core depends on host crate agent-authority",
             "kernel crate agent-core depends on host crate agent-mcp",
             "agent-new is placed in no crate group",
