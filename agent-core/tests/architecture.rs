@@ -719,6 +719,7 @@ const HOST_CRATES: &[&str] = &[
     "agent-authority",
     "agent-protocol",
     "agent-daemon",
+    "agent-endpoint",
     "agent-mcp",
     "coding-agent",
 ];
