@@ -1,0 +1,1 @@
+//! Attach-or-start.
