@@ -184,14 +184,15 @@ pub fn validate_json(bytes: &[u8]) -> Result<JsonKind, JsonError> {
         c.skip_ws();
         let kind = match c.peek() {
             Some(b'{') => {
+                // An empty container counts toward the depth too.
+                if stack.len() == MAX_JSON_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
                 c.at += 1;
                 c.skip_ws();
                 if c.eat(b'}') {
                     JsonKind::Object
                 } else {
-                    if stack.len() == MAX_JSON_DEPTH {
-                        return Err(JsonError::TooDeep);
-                    }
                     stack.push(Frame::Object);
                     top.get_or_insert(JsonKind::Object);
                     if !c.eat(b'"') {
@@ -206,14 +207,15 @@ pub fn validate_json(bytes: &[u8]) -> Result<JsonKind, JsonError> {
                 }
             }
             Some(b'[') => {
+                // An empty container counts toward the depth too.
+                if stack.len() == MAX_JSON_DEPTH {
+                    return Err(JsonError::TooDeep);
+                }
                 c.at += 1;
                 c.skip_ws();
                 if c.eat(b']') {
                     JsonKind::Array
                 } else {
-                    if stack.len() == MAX_JSON_DEPTH {
-                        return Err(JsonError::TooDeep);
-                    }
                     stack.push(Frame::Array);
                     top.get_or_insert(JsonKind::Array);
                     continue;
