@@ -81,7 +81,20 @@ impl Cursor<'_> {
         self.at - start
     }
 
+    /// A number; it must also be finite as an `f64`, as JSON libraries
+    /// that read numbers (the daemon's among them) refuse an overflow.
     fn number(&mut self) -> Result<(), JsonError> {
+        let start = self.at;
+        self.number_syntax()?;
+        let text =
+            std::str::from_utf8(&self.bytes[start..self.at]).map_err(|_| JsonError::Malformed)?;
+        match text.parse::<f64>() {
+            Ok(n) if n.is_finite() => Ok(()),
+            _ => Err(JsonError::Malformed),
+        }
+    }
+
+    fn number_syntax(&mut self) -> Result<(), JsonError> {
         self.eat(b'-');
         match self.peek() {
             Some(b'0') => self.at += 1,
@@ -163,8 +176,8 @@ impl Cursor<'_> {
 }
 
 /// Checks that `bytes` is exactly one JSON value (surrounding whitespace
-/// allowed) nested at most [`MAX_JSON_DEPTH`] deep, and returns its
-/// top-level kind.
+/// allowed) nested at most [`MAX_JSON_DEPTH`] deep, with every number
+/// finite as an `f64`, and returns its top-level kind.
 ///
 /// ```
 /// use agent_client::json::{validate_json, JsonKind};

@@ -353,6 +353,7 @@ fn json_validator_cases() {
         ("null", JsonKind::Null),
         (" true ", JsonKind::Bool),
         ("-0.5e+10", JsonKind::Number),
+        ("1.7e308", JsonKind::Number),
         (r#""a\u00e9\ud83d\ude00\n""#, JsonKind::String),
         ("[]", JsonKind::Array),
         (r#"[1,{"a":[{}]}]"#, JsonKind::Array),
@@ -383,6 +384,8 @@ fn json_validator_cases() {
         "[",
         "{\"a\"}",
         "NaN",
+        "1e309",
+        "-2e400",
         "'a'",
     ] {
         assert_eq!(
