@@ -143,12 +143,13 @@ impl GrpcConnector {
             if gate.entrants > RECONNECT_GATE_WAITERS {
                 let facts =
                     c::ErrorFacts::new(agent_protocol::status::OVERLOAD_MESSAGE, true, None)?;
-                return Err(c::Error::Overload(c::OverloadError::new(
+                return Err(c::OverloadError::new(
                     RECONNECT_WAITERS_RESOURCE,
                     RECONNECT_GATE_WAITERS,
                     RECONNECT_GATE_WAITERS + 1,
                     facts,
-                )?));
+                )?
+                .into());
             }
             gate.entrants += 1;
             gate.permit.clone()
@@ -233,7 +234,7 @@ fn initialize_transport_error(status: &tonic::Status, request: &c::InitializeReq
         _ => match request.attempt() {
             Some(attempt) => c::ErrorFacts::new(INITIALIZE_UNKNOWN_MESSAGE, true, None)
                 .and_then(|facts| c::InitializationReplayError::new(*attempt, facts))
-                .map(c::Error::InitializationReplay)
+                .map(c::Error::from)
                 .unwrap_or_else(c::Error::Invalid),
             // A legacy request has no replay: the daemon may have committed
             // a new epoch, so the same claim must not be sent again.

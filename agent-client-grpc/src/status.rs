@@ -68,7 +68,7 @@ pub(crate) fn mutation_transport_error(
 pub(crate) fn uncertain(operation: &c::OperationId, kind: &str) -> c::Error {
     c::ErrorFacts::new(UNCERTAIN_MESSAGE, false, Some(operation.clone()))
         .and_then(|facts| c::UncertainOperationError::new(operation.clone(), kind, facts))
-        .map(c::Error::UncertainOperation)
+        .map(c::Error::from)
         .unwrap_or_else(c::Error::Invalid)
 }
 
@@ -124,7 +124,7 @@ fn translate(status: &pbc::Status, corr: Correlation<'_>) -> Result<c::Error, c:
                 range_from_wire(d.server.as_ref())?,
                 facts,
             )
-            .map(c::Error::VersionMismatch)
+            .map(c::Error::from)
             .map_err(protocol)
         }
         (ErrorCode::MissingCapability, Some(Detail::CapabilityMismatch(d))) => {
@@ -134,7 +134,7 @@ fn translate(status: &pbc::Status, corr: Correlation<'_>) -> Result<c::Error, c:
                 d.missing.clone(),
                 facts,
             )
-            .map(c::Error::CapabilityMismatch)
+            .map(c::Error::from)
             .map_err(protocol)
         }
         (ErrorCode::OutOfRange, Some(Detail::ReplayBounds(b))) => {
@@ -152,12 +152,12 @@ fn translate(status: &pbc::Status, corr: Correlation<'_>) -> Result<c::Error, c:
                 b.recovery_sequence,
                 facts,
             )
-            .map(c::Error::CursorGap)
+            .map(c::Error::from)
             .map_err(protocol)
         }
         (ErrorCode::ResourceExhausted, Some(Detail::Overload(o))) => {
             c::OverloadError::new(&o.resource, o.limit, o.observed, facts)
-                .map(c::Error::Overload)
+                .map(c::Error::from)
                 .map_err(protocol)
         }
         (ErrorCode::StaleClient, Some(Detail::StaleClient(s))) => {
@@ -165,12 +165,12 @@ fn translate(status: &pbc::Status, corr: Correlation<'_>) -> Result<c::Error, c:
                 return Err(violation());
             }
             c::StaleSessionError::new(s.observed_epoch, s.expected_epoch, facts)
-                .map(c::Error::StaleSession)
+                .map(c::Error::from)
                 .map_err(protocol)
         }
         (ErrorCode::SnapshotVersionMismatch, Some(Detail::SnapshotVersionMismatch(s))) => {
             c::SnapshotVersionMismatchError::new(&s.expected, &s.observed, facts)
-                .map(c::Error::SnapshotVersionMismatch)
+                .map(c::Error::from)
                 .map_err(protocol)
         }
         (ErrorCode::UncertainOperation, Some(Detail::UncertainOperation(u))) => {
@@ -181,7 +181,7 @@ fn translate(status: &pbc::Status, corr: Correlation<'_>) -> Result<c::Error, c:
                 return Err(violation());
             }
             c::UncertainOperationError::new(op.clone(), &u.operation_kind, facts)
-                .map(c::Error::UncertainOperation)
+                .map(c::Error::from)
                 .map_err(protocol)
         }
         _ => Err(violation()),

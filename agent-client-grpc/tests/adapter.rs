@@ -158,9 +158,9 @@ async fn future_reconnect_claim_does_not_fence_local_prior() {
         .initialize
         .lock()
         .unwrap()
-        .push_back(InitStep::Respond(
+        .push_back(InitStep::Respond(Box::new(
             agent_protocol::initialize::initialize_failure_response(stale),
-        ));
+        )));
     let claim = c::ReconnectClaim::new(prior.connection().client_id(), 5).unwrap();
     match connector.initialize(reconnect(claim)).await {
         Err(c::Error::StaleSession(s)) => assert_eq!((s.expected(), s.observed()), (5, 1)),

@@ -493,29 +493,30 @@ impl InitializationReplayError {
     }
 }
 
-/// Every failure of the seam.
+/// Every failure of the seam. The recovery errors are boxed so a
+/// `Result<_, Error>` stays small.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Error {
     /// A failure without recovery detail.
     Status(StatusError),
     /// The replay cursor lies outside the window.
-    CursorGap(CursorGapError),
+    CursorGap(Box<CursorGapError>),
     /// The session's epoch is stale.
-    StaleSession(StaleSessionError),
+    StaleSession(Box<StaleSessionError>),
     /// No common protocol version.
-    VersionMismatch(VersionMismatchError),
+    VersionMismatch(Box<VersionMismatchError>),
     /// Required capabilities are missing.
-    CapabilityMismatch(CapabilityMismatchError),
+    CapabilityMismatch(Box<CapabilityMismatchError>),
     /// A bounded resource is exhausted.
-    Overload(OverloadError),
+    Overload(Box<OverloadError>),
     /// The snapshot format is incompatible.
-    SnapshotVersionMismatch(SnapshotVersionMismatchError),
+    SnapshotVersionMismatch(Box<SnapshotVersionMismatchError>),
     /// A mutation's outcome is unknown.
-    UncertainOperation(UncertainOperationError),
+    UncertainOperation(Box<UncertainOperationError>),
     /// The run is already terminal.
-    Terminal(TerminalError),
+    Terminal(Box<TerminalError>),
     /// An Initialize attempt may be replayed.
-    InitializationReplay(InitializationReplayError),
+    InitializationReplay(Box<InitializationReplayError>),
     /// The session or stream was closed locally (or fenced by a reconnect).
     Closed,
     /// The daemon broke the protocol contract; the message is fixed.
@@ -609,6 +610,66 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<CursorGapError> for Error {
+    fn from(e: CursorGapError) -> Self {
+        Self::CursorGap(Box::new(e))
+    }
+}
+
+impl From<StaleSessionError> for Error {
+    fn from(e: StaleSessionError) -> Self {
+        Self::StaleSession(Box::new(e))
+    }
+}
+
+impl From<VersionMismatchError> for Error {
+    fn from(e: VersionMismatchError) -> Self {
+        Self::VersionMismatch(Box::new(e))
+    }
+}
+
+impl From<CapabilityMismatchError> for Error {
+    fn from(e: CapabilityMismatchError) -> Self {
+        Self::CapabilityMismatch(Box::new(e))
+    }
+}
+
+impl From<OverloadError> for Error {
+    fn from(e: OverloadError) -> Self {
+        Self::Overload(Box::new(e))
+    }
+}
+
+impl From<SnapshotVersionMismatchError> for Error {
+    fn from(e: SnapshotVersionMismatchError) -> Self {
+        Self::SnapshotVersionMismatch(Box::new(e))
+    }
+}
+
+impl From<UncertainOperationError> for Error {
+    fn from(e: UncertainOperationError) -> Self {
+        Self::UncertainOperation(Box::new(e))
+    }
+}
+
+impl From<TerminalError> for Error {
+    fn from(e: TerminalError) -> Self {
+        Self::Terminal(Box::new(e))
+    }
+}
+
+impl From<InitializationReplayError> for Error {
+    fn from(e: InitializationReplayError) -> Self {
+        Self::InitializationReplay(Box::new(e))
+    }
+}
+
+impl From<StatusError> for Error {
+    fn from(e: StatusError) -> Self {
+        Self::Status(e)
+    }
+}
 
 impl From<ValueError> for Error {
     fn from(e: ValueError) -> Self {

@@ -665,7 +665,7 @@ fn typed_recovery_errors_reject_inconsistent_facts() {
         InitializationReplayError::new(id, ErrorFacts::new("m", true, Some(op("a"))).unwrap())
             .is_err()
     );
-    let e = Error::Overload(
+    let e = Error::from(
         OverloadError::new("r", 1, 2, ErrorFacts::new("m", true, None).unwrap()).unwrap(),
     );
     assert!(e.retryable());

@@ -99,7 +99,7 @@ pub enum InitStep {
     /// Answer success built from the request.
     Accept,
     /// Answer this response.
-    Respond(pbe::InitializeResponse),
+    Respond(Box<pbe::InitializeResponse>),
     /// Fail with this gRPC status.
     Fail(Status),
     /// Never answer (until the server dies).
@@ -205,7 +205,7 @@ impl EngineService for Fake {
                 let n = self.0.epoch.fetch_add(1, Ordering::SeqCst) + 1;
                 Ok(Response::new(accept(&r, n)))
             }
-            InitStep::Respond(resp) => Ok(Response::new(resp)),
+            InitStep::Respond(resp) => Ok(Response::new(*resp)),
             InitStep::Fail(s) => Err(s),
             InitStep::Hold => {
                 self.0.held.notify_waiters();
