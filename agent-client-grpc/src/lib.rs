@@ -10,14 +10,38 @@
 //! `Unavailable`; mutations never retried and transport loss reported as
 //! [`agent_client::Error::UncertainOperation`]; status correlation, page and
 //! tail validation with `agent-protocol`'s validators.
+//!
+//! ```no_run
+//! use agent_client::{Connector as _, Session as _, *};
+//! use agent_client_grpc::{Config, GrpcConnector};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let connector = GrpcConnector::new(Config::unix("/run/user/1000/agent/engine.sock".as_ref(), "token")?);
+//! let v = |minor| ProtocolVersion::new(1, minor, 0);
+//! let request = InitializeRequest::new(
+//!     ProtocolRange::new(v(0)?, v(2)?)?,
+//!     Build::new("my-ui", "0.1.0", "abc123", "rustc")?,
+//!     vec![],
+//!     vec![],
+//!     Limits::new(4 << 20, 256, 256, 4 << 20, 8, 8)?,
+//! )?;
+//! let session = connector.initialize(request).await?;
+//! let health = session.health().await?;
+//! println!("{:?} with {} active runs", health.state(), health.active_runs());
+//! session.close();
+//! # Ok(())
+//! # }
+//! ```
 #![forbid(unsafe_code)]
 
+mod attempt;
 mod connector;
 mod convert;
 pub mod managed;
 mod session;
 mod status;
 
+pub use attempt::{AttemptIdError, new_attempt_id};
 pub use connector::{
     ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, AUTHORIZATION_HEADER, Config, GrpcConnector,
     RECONNECT_GATE_WAITERS, RECONNECT_WAITERS_RESOURCE,

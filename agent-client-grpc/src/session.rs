@@ -620,7 +620,14 @@ async fn open_events(
                 },
             };
             let end = item.is_err();
-            if tx.send(item).await.is_err() || end {
+            // A full buffer must not keep a closed stream's reader alive:
+            // a fence waits for it.
+            let sent = tokio::select! {
+                biased;
+                _ = &mut stop => false,
+                r = tx.send(item) => r.is_ok(),
+            };
+            if !sent || end {
                 break;
             }
         }
@@ -690,7 +697,11 @@ impl c::EventStream for GrpcEventStream {
             }
             None => {
                 self.done = true;
-                Ok(None)
+                if self.life.closed() {
+                    Err(c::Error::Closed)
+                } else {
+                    Ok(None)
+                }
             }
         }
     }
@@ -792,7 +803,14 @@ async fn open_interactions(
                 },
             };
             let end = item.is_err();
-            if tx.send(item).await.is_err() || end {
+            // A full buffer must not keep a closed stream's reader alive:
+            // a fence waits for it.
+            let sent = tokio::select! {
+                biased;
+                _ = &mut stop => false,
+                r = tx.send(item) => r.is_ok(),
+            };
+            if !sent || end {
                 break;
             }
         }
@@ -846,7 +864,11 @@ impl c::InteractionStream for GrpcInteractionStream {
             }
             None => {
                 self.done = true;
-                Ok(None)
+                if self.life.closed() {
+                    Err(c::Error::Closed)
+                } else {
+                    Ok(None)
+                }
             }
         }
     }

@@ -761,3 +761,94 @@ async fn session_close_ends_streams_and_later_calls() {
     );
     server.script.streams.wait_dropped(1).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_checks_the_negotiated_server_identity() {
+    let server = Server::start();
+    let session = server.connector().initialize(fresh()).await.unwrap();
+    let reply = |component: &'static str, minor: u32| {
+        *server.script.health.lock().unwrap() = Some(Box::new(move |_| {
+            let mut build = server_build();
+            build.component = component.into();
+            Ok(pbe::HealthResponse {
+                status: Some(agent_protocol::status::ok_status()),
+                server: Some(build),
+                protocol: Some(pbc::ProtocolVersion {
+                    major: 1,
+                    minor,
+                    patch: 0,
+                }),
+                health: Some(pbc::Health {
+                    state: pbc::HealthState::Degraded as i32,
+                    degraded_reasons: vec!["disk".into()],
+                    active_runs: 1,
+                    limits: Some(server_limits()),
+                }),
+            })
+        }));
+    };
+    reply("fake-daemon", 2);
+    let health = session.health().await.unwrap();
+    assert_eq!(health.state(), c::HealthState::Degraded);
+    assert_eq!(health.degraded_reasons(), ["disk"]);
+    reply("another-daemon", 2);
+    assert!(matches!(session.health().await, Err(c::Error::Protocol(_))));
+    reply("fake-daemon", 1);
+    assert!(matches!(session.health().await, Err(c::Error::Protocol(_))));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_live_session_for_one_client_is_a_protocol_error() {
+    let server = Server::start();
+    let connector = server.connector();
+    let first = connector.initialize(fresh()).await.unwrap();
+    // The daemon grants the same client id to a fresh request again.
+    let mut again = accept(
+        &{
+            let seen = server.script.initialize_seen.lock().unwrap();
+            <pbe::InitializeRequest as prost::Message>::decode(seen[0].as_slice()).unwrap()
+        },
+        1,
+    );
+    again.client_id = first.connection().client_id().to_owned();
+    server
+        .script
+        .initialize
+        .lock()
+        .unwrap()
+        .push_back(InitStep::Respond(Box::new(again.clone())));
+    assert!(matches!(
+        connector.initialize(fresh()).await,
+        Err(c::Error::Protocol(_))
+    ));
+    // Once the first is closed, the id may be installed again.
+    first.close();
+    server
+        .script
+        .initialize
+        .lock()
+        .unwrap()
+        .push_back(InitStep::Respond(Box::new(again)));
+    assert!(connector.initialize(fresh()).await.is_ok());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fencing_does_not_wait_for_an_unread_full_stream() {
+    let server = Server::start();
+    let connector = server.connector();
+    let prior = connector.initialize(fresh()).await.unwrap();
+    let tx = server.script_events();
+    tx.send(Ok(control(1, 0, 0, true))).await.unwrap();
+    let stream = prior.events(cursor(0), options(true)).await.unwrap();
+    // More tail frames than the reader may buffer; nobody reads them.
+    let frames = agent_client_grpc::STREAM_BUFFER_FRAMES as u64 * 3;
+    for seq in 1..=frames {
+        tx.send(Ok(delta("run-1", seq))).await.unwrap();
+    }
+    let claim = prior.connection().reconnect_claim().unwrap();
+    let next = connector.initialize(reconnect(claim)).await.unwrap();
+    assert_eq!(next.connection().epoch(), 2);
+    let mut stream = stream;
+    // Buffered frames are not delivered after close.
+    assert_eq!(stream.next().await, Err(c::Error::Closed));
+}
