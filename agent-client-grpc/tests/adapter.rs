@@ -852,3 +852,57 @@ async fn fencing_does_not_wait_for_an_unread_full_stream() {
     // Buffered frames are not delivered after close.
     assert_eq!(stream.next().await, Err(c::Error::Closed));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn initialize_transport_loss_is_fail_closed_for_fresh_and_reconnect() {
+    for (request, replayable) in [
+        (fresh(), false),
+        (
+            reconnect(c::ReconnectClaim::new("client-1", 1).unwrap()),
+            false,
+        ),
+        (fresh_with_attempt([4; 16]), true),
+    ] {
+        let mut server = Server::start();
+        server
+            .script
+            .initialize
+            .lock()
+            .unwrap()
+            .push_back(InitStep::Hold);
+        let connector = server.connector();
+        let held = server.script.held.notified();
+        let call = connector.initialize(request);
+        let mut call = std::pin::pin!(call);
+        tokio::select! {
+            _ = held => {}
+            r = &mut call => panic!("held Initialize answered: {r:?}"),
+        }
+        // The daemon dies after the request arrived: nothing is known.
+        server.kill();
+        let err = call.await.unwrap_err();
+        if replayable {
+            assert!(matches!(err, c::Error::InitializationReplay(_)), "{err:?}");
+        } else {
+            assert_eq!(
+                err.status_code(),
+                Some(c::StatusCode::Unavailable),
+                "{err:?}"
+            );
+            assert!(!err.retryable(), "never resend the same legacy request");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connectors_and_sessions_are_redacted() {
+    let server = Server::start();
+    let config = Config::unix(&server.socket, TOKEN).unwrap();
+    assert!(!format!("{config:?}").contains(TOKEN));
+    let connector = GrpcConnector::new(config);
+    let session = connector.initialize(fresh()).await.unwrap();
+    for text in [format!("{connector:?}"), format!("{session:?}")] {
+        assert!(!text.contains(TOKEN), "{text}");
+        assert!(!text.contains("engine.sock"), "{text}");
+    }
+}

@@ -34,6 +34,7 @@ struct World {
     acquired: AtomicUsize,
     fail_release: AtomicBool,
     launched: Mutex<Vec<Arc<Probe>>>,
+    started: tokio::sync::Notify,
 }
 
 #[derive(Clone)]
@@ -114,6 +115,7 @@ impl Starter for Start {
         self.world.starts.fetch_add(1, Ordering::SeqCst);
         let probe = Arc::new(Probe::default());
         self.world.launched.lock().unwrap().push(probe.clone());
+        self.world.started.notify_waiters();
         let server = match self.launch {
             Launch::Serve => {
                 let server = Server::start();
@@ -359,4 +361,21 @@ async fn connector_release_failure_closes_the_session_and_cleans_up() {
     );
     let probe = world.launched.lock().unwrap()[0].clone();
     assert_eq!(probe.shutdowns.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cancels_an_in_flight_initialize_and_stops_its_candidate() {
+    let world = Arc::new(World::default());
+    let m = managed(&world, Launch::Silent, Ok(()), LONG);
+    let started = world.started.notified();
+    let pending = tokio::spawn({
+        let m = m.clone();
+        async move { m.initialize_managed(fresh()).await }
+    });
+    started.await;
+    m.shutdown().await.unwrap();
+    assert_eq!(pending.await.unwrap().unwrap_err(), ManagedError::Closed);
+    let probe = world.launched.lock().unwrap()[0].clone();
+    assert_eq!(probe.shutdowns.load(Ordering::SeqCst), 1);
+    assert_eq!(probe.waits.load(Ordering::SeqCst), 1);
 }
