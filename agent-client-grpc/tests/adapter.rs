@@ -906,3 +906,143 @@ async fn connectors_and_sessions_are_redacted() {
         assert!(!text.contains("engine.sock"), "{text}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_kind_decodes_into_its_detail() {
+    use pbe::EventKind as K;
+    let cases: [(K, &[u8]); 19] = [
+        (K::RunStarted, br#"{"definition":"echo"}"#),
+        (K::RunCompleted, b""),
+        (K::RunFailed, br#"{"error":"model failed"}"#),
+        (K::RunCancelled, br#"{"error":"cancelled by client"}"#),
+        (K::TurnStarted, br#"{"turn":1}"#),
+        (K::TurnCompleted, br#"{"turn":1}"#),
+        (K::TurnFailed, br#"{"error":"turn failed"}"#),
+        (K::ModelStarted, br#"{"turn":1,"operation_id":"m-1"}"#),
+        (K::ModelDelta, br#"{"text":"hi"}"#),
+        (K::ModelCompleted, br#"{"input_tokens":3,"output_tokens":4}"#),
+        (K::ModelFailed, br#"{"code":"rate-limited","message":"slow down","retryable":true,"before_stream":true}"#),
+        (K::ToolStarted, br#"{"call_id":"c-1","name":"read"}"#),
+        (K::ToolProgress, br#"{"call_id":"c-1","message":"half"}"#),
+        (K::ToolCompleted, br#"{"call_id":"c-1","name":"read"}"#),
+        (K::ToolFailed, br#"{"call_id":"c-1","name":"write","error":"lost","outcome":"uncertain","retry":"never"}"#),
+        (K::InteractionStarted, br#"{"id":"i-1","kind":"approval"}"#),
+        (K::InteractionCompleted, br#"{"id":"i-1"}"#),
+        (K::InteractionFailed, br#"{"id":"i-1","error":"timed out"}"#),
+        (K::InteractionCancelled, br#"{"id":"i-1","error":"run cancelled"}"#),
+    ];
+    let server = Server::start();
+    let session = server.connector().initialize(fresh()).await.unwrap();
+    let tx = server.script_events();
+    tx.send(Ok(control(1, 0, 0, true))).await.unwrap();
+    let mut stream = session.events(cursor(0), options(true)).await.unwrap();
+    assert!(matches!(
+        stream.next().await,
+        Ok(Some(c::EventFrame::Control(_)))
+    ));
+    for (i, (kind, payload)) in cases.iter().enumerate() {
+        tx.send(Ok(event("run-1", i as u64 + 1, *kind, payload)))
+            .await
+            .unwrap();
+    }
+    let mut seen = Vec::new();
+    for _ in 0..cases.len() {
+        match stream.next().await {
+            Ok(Some(c::EventFrame::Event(e))) => seen.push(e),
+            other => panic!("expected an event, got {other:?}"),
+        }
+    }
+    let kinds: Vec<&str> = seen.iter().map(|e| e.kind().name()).collect();
+    let expected: Vec<&str> = c::EventKind::ALL.iter().map(|k| k.name()).collect();
+    assert_eq!(
+        kinds, expected,
+        "wire numbers map to the seam's kinds in order"
+    );
+    assert_eq!(
+        seen[0].detail(),
+        &c::EventDetail::RunStarted {
+            definition: "echo".into()
+        }
+    );
+    assert_eq!(seen[1].detail(), &c::EventDetail::RunCompleted);
+    assert_eq!(
+        seen[9].detail(),
+        &c::EventDetail::ModelCompleted {
+            usage: c::Usage {
+                input_tokens: 3,
+                output_tokens: 4
+            }
+        }
+    );
+    match seen[14].detail() {
+        c::EventDetail::ToolTerminal(t) => {
+            assert_eq!(t.outcome(), c::ToolOutcome::Uncertain);
+            assert_eq!(t.retry(), c::ToolRetry::Never);
+            assert_eq!(t.problem(), Some("lost"));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        seen[18].detail(),
+        &c::EventDetail::InteractionTerminal {
+            id: "i-1".into(),
+            problem: Some("run cancelled".into())
+        }
+    );
+
+    // Payloads that break their kind's shape end the stream as violations.
+    for (kind, payload) in [
+        (K::RunCompleted, &br#"{}"#[..]),
+        (K::ModelDelta, br#"{"text":"hi","extra":1}"#),
+        (K::TurnStarted, b""),
+        (
+            K::ToolFailed,
+            br#"{"call_id":"c","name":"n","error":"x","outcome":"uncertain"}"#,
+        ),
+        (
+            K::ToolCompleted,
+            br#"{"call_id":"c","name":"n","error":"x"}"#,
+        ),
+    ] {
+        let tx = server.script_events();
+        tx.send(Ok(control(1, 0, 0, true))).await.unwrap();
+        tx.send(Ok(event("run-1", 1, kind, payload))).await.unwrap();
+        let mut stream = session.events(cursor(0), options(true)).await.unwrap();
+        stream.next().await.unwrap();
+        assert!(
+            matches!(stream.next().await, Err(c::Error::Protocol(_))),
+            "{kind:?} {}",
+            String::from_utf8_lossy(payload)
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_results_are_validated() {
+    let server = Server::start();
+    let session = server.connector().initialize(fresh()).await.unwrap();
+    let set = |requested: bool, terminal: bool, sequence: u64| {
+        *server.script.cancel.lock().unwrap() = Some(Box::new(move |r: &pbe::CancelRunRequest| {
+            assert_eq!(r.reason, "user asked");
+            Ok(pbe::CancelRunResponse {
+                status: Some(agent_protocol::status::ok_status()),
+                cancellation_requested: requested,
+                already_terminal: terminal,
+                terminal_sequence: sequence,
+            })
+        }));
+    };
+    let cancel = || {
+        session.cancel(
+            c::OperationId::new("op-c").unwrap(),
+            c::RunRef::new("run-1").unwrap(),
+            Some(c::CancelReason::new("user asked").unwrap()),
+        )
+    };
+    set(true, false, 0);
+    assert_eq!(cancel().await, Ok(c::CancelResult::Requested));
+    set(false, true, 9);
+    assert_eq!(cancel().await, Ok(c::CancelResult::AlreadyTerminal(9)));
+    set(true, true, 9);
+    assert!(matches!(cancel().await, Err(c::Error::Protocol(_))));
+}
