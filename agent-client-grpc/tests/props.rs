@@ -141,3 +141,33 @@ proptest! {
         );
     }
 }
+
+/// The seam's snapshot bound is the protocol's envelope bound: the largest
+/// kernel payload plus the 295-byte signed-envelope overhead.
+#[test]
+fn snapshot_bound_is_the_protocol_envelope_bound() {
+    assert_eq!(
+        c::MAXIMUM_SNAPSHOT_BYTES,
+        agent_protocol::limits::MAXIMUM_SNAPSHOT_ENVELOPE_BYTES
+    );
+    assert_eq!(
+        c::MAXIMUM_SNAPSHOT_ENVELOPE_OVERHEAD_BYTES,
+        agent_protocol::limits::MAXIMUM_SNAPSHOT_ENVELOPE_OVERHEAD_BYTES
+    );
+    assert_eq!(
+        c::INITIALIZATION_ATTEMPT_ID_BYTES,
+        agent_protocol::limits::INITIALIZATION_ATTEMPT_ID_BYTES
+    );
+    assert_eq!(
+        c::MAX_RECONNECT_EXPECTED_EPOCH,
+        agent_protocol::limits::MAX_RECONNECT_EXPECTED_EPOCH
+    );
+    assert_eq!(
+        c::MAX_STRUCTURED_VALUE_BYTES,
+        agent_protocol::limits::MAX_INTERACTION_PAYLOAD_BYTES
+    );
+    assert_eq!(
+        c::MAX_CAPABILITIES,
+        agent_protocol::limits::MAX_CAPABILITIES
+    );
+}
