@@ -43,7 +43,8 @@ impl Config {
     /// A channel over the Unix socket at `socket` (connected lazily, on the
     /// first call) and the endpoint token sent as `authorization: Bearer
     /// <token>` on every call. tonic implements no gRPC retry policy, so the
-    /// transport can never replay a request on its own.
+    /// transport can never replay a request on its own. Call it inside a
+    /// tokio runtime: the channel's worker task is spawned on it.
     pub fn unix(socket: &Path, token: &str) -> Result<Self, c::ValueError> {
         let path = socket
             .to_str()
