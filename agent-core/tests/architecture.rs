@@ -721,6 +721,7 @@ const HOST_CRATES: &[&str] = &[
     "agent-daemon",
     "agent-endpoint",
     "agent-mcp",
+    "agent-logging",
     "coding-agent",
 ];
 const TOOL_CRATES: &[&str] = &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"];
