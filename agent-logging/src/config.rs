@@ -186,7 +186,11 @@ mod tests {
 
     #[test]
     fn capacity_bounds_are_inclusive() {
-        for ok in [MIN_MAILBOX_CAPACITY, DEFAULT_MAILBOX_CAPACITY, MAX_MAILBOX_CAPACITY] {
+        for ok in [
+            MIN_MAILBOX_CAPACITY,
+            DEFAULT_MAILBOX_CAPACITY,
+            MAX_MAILBOX_CAPACITY,
+        ] {
             assert_eq!(
                 Config::new()
                     .with_mailbox_capacity(ok)
@@ -211,7 +215,10 @@ mod tests {
         let config = Config::new().with_correlation_key(CorrelationKey::new([0xab; 32]).unwrap());
         let printed = format!("{config:?}");
         assert!(printed.contains("<redacted>"), "{printed}");
-        assert!(!printed.contains("171") && !printed.contains("ab, ab"), "{printed}");
+        assert!(
+            !printed.contains("171") && !printed.contains("ab, ab"),
+            "{printed}"
+        );
         assert_eq!(CorrelationKey::process(), CorrelationKey::process());
         assert_ne!(CorrelationKey::random(), CorrelationKey::random());
     }

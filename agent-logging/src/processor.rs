@@ -224,7 +224,8 @@ impl EventLogger {
             return LogHealth::Healthy;
         }
         let snapshot = self.snapshot();
-        if self.counters.lost.load(Ordering::Acquire) || (snapshot.closed && snapshot.log_failures > 0)
+        if self.counters.lost.load(Ordering::Acquire)
+            || (snapshot.closed && snapshot.log_failures > 0)
         {
             return LogHealth::Unavailable;
         }
@@ -236,10 +237,7 @@ impl EventLogger {
 }
 
 impl Observer for EventLogger {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> BoxFuture<'a, Result<(), ObserverError>> {
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), ObserverError>> {
         self.offer(envelope);
         Box::pin(std::future::ready(Ok(())))
     }
@@ -481,7 +479,12 @@ impl Consumer {
                 record!(DEBUG, "agent.turn.started", "turn started", turn = *turn)
             }
             Event::TurnCompleted { turn } => {
-                record!(DEBUG, "agent.turn.completed", "turn completed", turn = *turn)
+                record!(
+                    DEBUG,
+                    "agent.turn.completed",
+                    "turn completed",
+                    turn = *turn
+                )
             }
             Event::TurnFailed { turn, code } => record!(
                 ERROR,
@@ -569,7 +572,11 @@ impl Consumer {
                 record!(DEBUG, "agent.interaction.started", "interaction started")
             }
             Event::InteractionCompleted { .. } => {
-                record!(DEBUG, "agent.interaction.completed", "interaction completed")
+                record!(
+                    DEBUG,
+                    "agent.interaction.completed",
+                    "interaction completed"
+                )
             }
             Event::InteractionFailed { .. } => {
                 record!(ERROR, "agent.interaction.failed", "interaction failed")
@@ -628,9 +635,12 @@ fn non_empty(id: &str) -> Option<()> {
 
 /// `sha256:` and at least one lowercase hex digit.
 fn sha256_ref(value: &str) -> bool {
-    value
-        .strip_prefix("sha256:")
-        .is_some_and(|hex| !hex.is_empty() && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)))
+    value.strip_prefix("sha256:").is_some_and(|hex| {
+        !hex.is_empty()
+            && hex
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// The rules of §6.5 that a typed `ToolStarted` can still break.

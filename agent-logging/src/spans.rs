@@ -13,10 +13,8 @@
 
 use std::sync::Arc;
 
+use agent_core::stage::{DispatchError, DispatchRequest, ToolDispatchDecorator, ToolDispatcher};
 use agent_core::tool::BoxFuture;
-use agent_core::stage::{
-    DispatchError, DispatchRequest, ToolDispatchDecorator, ToolDispatcher,
-};
 use agent_core::tool::{Definition, ToolResult};
 use tracing::{Instrument, Span};
 
