@@ -62,7 +62,7 @@ struct Leaky {
 }
 
 impl Leaky {
-    fn new(
+    fn tool(
         name: &str,
         effect: Effect,
         outcome: fn(&Call) -> Result<ToolResult, ExecutionError>,
@@ -206,7 +206,7 @@ fn no_planted_secret_reaches_any_log_line() {
         let mut tools: BTreeMap<String, Arc<dyn Tool>> = BTreeMap::new();
         tools.insert(
             "leak".into(),
-            Leaky::new("leak", Effect::ReadOnly, |call| {
+            Leaky::tool("leak", Effect::ReadOnly, |call| {
                 Ok(ToolResult::success(
                     call.id(),
                     format!("{RESULT} {PATH} {API_KEY}"),
@@ -215,13 +215,13 @@ fn no_planted_secret_reaches_any_log_line() {
         );
         tools.insert(
             "refuse".into(),
-            Leaky::new("refuse", Effect::ReadOnly, |call| {
+            Leaky::tool("refuse", Effect::ReadOnly, |call| {
                 Ok(ToolResult::problem(call.id(), format!("{PROBLEM} {PATH}")))
             }),
         );
         tools.insert(
             "explode".into(),
-            Leaky::new("explode", Effect::Mutating, |call| {
+            Leaky::tool("explode", Effect::Mutating, |call| {
                 Err(ExecutionError::uncertain(
                     call.id(),
                     format!("{ERROR} at {PATH} with {API_KEY}"),

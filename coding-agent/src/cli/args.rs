@@ -492,7 +492,7 @@ mod tests {
         };
         assert_eq!(export.output, Some(PathBuf::from("out.json")));
         assert!(
-            matches!(daemon(&["import", "in.json"]), DaemonRequest::Import(ImportArgs { file }) if file == PathBuf::from("in.json"))
+            matches!(daemon(&["import", "in.json"]), DaemonRequest::Import(ImportArgs { file }) if file == std::path::Path::new("in.json"))
         );
         assert!(usage(&["attach", "r1", "--from", "x"]).contains("--from"));
     }
