@@ -3,6 +3,7 @@
 use std::io::IsTerminal;
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::fmt::MakeWriter;
 
 use super::args::{GlobalArgs, LogFormat};
 use super::error::CliError;
@@ -44,7 +45,7 @@ pub fn install(global: &GlobalArgs) -> Result<(), CliError> {
         .map_err(|e| CliError::Logs(format!("invalid filter `{directive}`: {e}")))?;
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(SpinnerAwareStderr);
     let installed = match global.log_format {
         LogFormat::Text => builder
             .with_ansi(std::io::stderr().is_terminal())
@@ -56,4 +57,28 @@ pub fn install(global: &GlobalArgs) -> Result<(), CliError> {
             .try_init(),
     };
     installed.map_err(|e| CliError::Logs(e.to_string()))
+}
+
+/// Stderr for log lines: each formatted line is written in one piece with the spinner
+/// cleared around it ([`progress::write_stderr`](super::progress::write_stderr)).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpinnerAwareStderr;
+
+impl std::io::Write for SpinnerAwareStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        super::progress::write_stderr(buf)?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> MakeWriter<'a> for SpinnerAwareStderr {
+    type Writer = SpinnerAwareStderr;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        SpinnerAwareStderr
+    }
 }
