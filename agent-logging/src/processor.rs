@@ -311,8 +311,9 @@ impl Drop for DrainGuard {
     }
 }
 
-/// The spans the consumer keeps open for one run.
+/// What the consumer keeps for one run: its pseudonym (derived once) and open spans.
 struct RunSpans {
+    pseudonym: Arc<str>,
     run: Span,
     turn: Option<Span>,
     opened: u64,
@@ -329,7 +330,7 @@ struct Consumer {
 
 /// The facts every record carries.
 struct Base {
-    run: String,
+    run: Arc<str>,
     sequence: u64,
     at: u64,
 }
@@ -351,12 +352,12 @@ impl Consumer {
             bump(&self.counters.filtered);
             return;
         }
+        let (run, span) = self.span_for(envelope);
         let base = Base {
-            run: self.pseudonyms.run(envelope.run_id()),
+            run,
             sequence: envelope.sequence(),
             at: envelope.at().unix_nanos(),
         };
-        let span = self.span_for(envelope, &base);
         let emitted = {
             let _entered = span.enter();
             self.guarded(|consumer| consumer.emit(envelope, &base))
@@ -387,9 +388,10 @@ impl Consumer {
         }
     }
 
-    /// The span this envelope's record goes into: the run's turn span, else its run span,
-    /// opened on first sight (a resumed run has no `run.started` here).
-    fn span_for(&mut self, envelope: &Envelope, base: &Base) -> Span {
+    /// The run's pseudonym and the span this envelope's record goes into: the run's turn
+    /// span, else its run span, opened on first sight (a resumed run has no `run.started`
+    /// here).
+    fn span_for(&mut self, envelope: &Envelope) -> (Arc<str>, Span) {
         if !self.spans.contains_key(envelope.run_id()) {
             if self.spans.len() >= MAX_OPEN_RUN_SPANS
                 && let Some(oldest) = self
@@ -400,14 +402,16 @@ impl Consumer {
             {
                 self.spans.remove(&oldest);
             }
+            let pseudonym: Arc<str> = Arc::from(self.pseudonyms.run(envelope.run_id()));
             let run = catch_unwind(AssertUnwindSafe(|| {
-                tracing::span!(target: "agent_logging", Level::INFO, "agent.run", run_correlation = base.run.as_str())
+                tracing::span!(target: "agent_logging", Level::INFO, "agent.run", run_correlation = &*pseudonym)
             }))
             .unwrap_or_else(|_| Span::none());
             self.opened += 1;
             self.spans.insert(
                 Arc::from(envelope.run_id()),
                 RunSpans {
+                    pseudonym,
                     run,
                     turn: None,
                     opened: self.opened,
@@ -415,7 +419,10 @@ impl Consumer {
             );
         }
         let Some(spans) = self.spans.get_mut(envelope.run_id()) else {
-            return Span::none();
+            return (
+                Arc::from(self.pseudonyms.run(envelope.run_id())),
+                Span::none(),
+            );
         };
         if let Event::TurnStarted { turn } = envelope.event() {
             let turn = *turn;
@@ -427,7 +434,8 @@ impl Consumer {
                 .unwrap_or_else(|_| Span::none()),
             );
         }
-        spans.turn.clone().unwrap_or_else(|| spans.run.clone())
+        let span = spans.turn.clone().unwrap_or_else(|| spans.run.clone());
+        (spans.pseudonym.clone(), span)
     }
 
     fn report_drops(&mut self) {
@@ -456,7 +464,7 @@ impl Consumer {
                     name: $name,
                     target: "agent_logging",
                     Level::$level,
-                    run_correlation = base.run.as_str(),
+                    run_correlation = &*base.run,
                     sequence = base.sequence,
                     at_unix_nanos = base.at,
                     $($field = $value,)*
