@@ -324,3 +324,28 @@ fn help_and_version_go_to_stdout_and_exit_0() {
         format!("agent {}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+#[test]
+fn the_agent_composes_the_log_observer_and_the_dispatch_spans() {
+    let m = coding_agent::app::CodingAgent::manifest();
+    assert_eq!(
+        m.selection("engine", "observers")
+            .expect("engine.observers")
+            .chosen,
+        ["event-log-observer"]
+    );
+    for plan in ["agent-tool-plan", "mcp-source"] {
+        assert_eq!(
+            m.selection(plan, "decorators")
+                .unwrap_or_else(|| panic!("{plan}.decorators"))
+                .chosen,
+            ["dispatch-spans"]
+        );
+    }
+    assert_eq!(
+        m.selection("event-logger", "log_config")
+            .expect("event-logger.log_config")
+            .chosen,
+        ["log-config"]
+    );
+}
