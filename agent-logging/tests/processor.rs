@@ -644,3 +644,84 @@ fn event_presentation_covers_every_kind() {
         assert_eq!(record.field("message"), Some(words.as_str()), "{record:?}");
     }
 }
+
+mod open_spans {
+    use std::sync::{Arc, Mutex};
+
+    use agent_core::event::{Event, Observer};
+    use agent_logging::{EventLogger, MAX_MAILBOX_CAPACITY, MAX_OPEN_RUN_SPANS};
+    use tracing::Subscriber;
+    use tracing::span::{Attributes, Id};
+    use tracing_subscriber::Registry;
+    use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+    use tracing_subscriber::registry::LookupSpan;
+
+    use super::support::{envelope, runtime};
+    use super::{DRAIN, config};
+
+    /// Counts `agent.run` spans closed before the drain's end, and records emitted.
+    #[derive(Clone, Default)]
+    struct Closes {
+        log: Arc<Mutex<Vec<&'static str>>>,
+    }
+
+    impl<S: Subscriber + for<'a> LookupSpan<'a>> Layer<S> for Closes {
+        fn on_new_span(&self, _: &Attributes<'_>, _: &Id, _: Context<'_, S>) {}
+
+        fn on_event(&self, _: &tracing::Event<'_>, _: Context<'_, S>) {
+            self.log.lock().unwrap().push("record");
+        }
+
+        fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+            if ctx.span(&id).is_some_and(|s| s.name() == "agent.run") {
+                self.log.lock().unwrap().push("close");
+            }
+        }
+    }
+
+    /// Publishes one `turn.started` for each of `runs` distinct runs and returns how many
+    /// run spans closed before the last record.
+    fn evictions(runs: usize) -> usize {
+        let closes = Closes::default();
+        let dispatch = tracing::Dispatch::new(Registry::default().with(closes.clone()));
+        let _scope = tracing::dispatcher::set_default(&dispatch);
+        // Room for every envelope: this test is about spans, not overflow.
+        let logger = EventLogger::start(
+            config()
+                .with_mailbox_capacity(MAX_MAILBOX_CAPACITY)
+                .unwrap(),
+        )
+        .unwrap();
+        runtime().block_on(async {
+            for run in 0..runs {
+                logger
+                    .publish(&envelope(
+                        &format!("run-{run}"),
+                        1,
+                        Event::TurnStarted { turn: 1 },
+                    ))
+                    .await
+                    .unwrap();
+            }
+            logger.close(DRAIN).await.unwrap();
+        });
+        assert_eq!(logger.snapshot().dropped, 0);
+        let log = closes.log.lock().unwrap();
+        let last_record = log.iter().rposition(|e| *e == "record").unwrap();
+        log[..last_record].iter().filter(|e| **e == "close").count()
+    }
+
+    #[test]
+    fn run_spans_are_bounded_at_max_open_run_spans() {
+        assert_eq!(
+            evictions(MAX_OPEN_RUN_SPANS),
+            0,
+            "at the bound nothing is evicted"
+        );
+        assert_eq!(
+            evictions(MAX_OPEN_RUN_SPANS + 1),
+            1,
+            "past it the oldest run's spans close"
+        );
+    }
+}
