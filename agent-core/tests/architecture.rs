@@ -723,6 +723,7 @@ const HOST_CRATES: &[&str] = &[
     "agent-client",
     "agent-client-grpc",
     "agent-mcp",
+    "agent-logging",
     "coding-agent",
 ];
 const TOOL_CRATES: &[&str] = &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"];
