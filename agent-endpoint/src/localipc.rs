@@ -82,7 +82,11 @@ pub fn validate_address(address: &Path) -> Result<(), IpcError> {
     if text.len() > MAX_ADDRESS_BYTES || !text.starts_with('/') || text.ends_with('/') {
         return Err(IpcError::InvalidAddress);
     }
-    if text.contains("//") || text.bytes().any(|b| b.is_ascii_control()) {
+    if text.bytes().any(|b| b.is_ascii_control())
+        || text[1..]
+            .split('/')
+            .any(|segment| segment.is_empty() || segment == "." || segment == "..")
+    {
         return Err(IpcError::InvalidAddress);
     }
     for component in address.components() {
@@ -349,13 +353,7 @@ fn verify_bound(dir: &SecureDir, parent: &Path, base: &str, euid: u32) -> Result
     if again.dev != dir.dev || again.ino != dir.ino {
         return Err(IpcError::Unsafe);
     }
-    rustix::fs::chmodat(
-        &dir.fd,
-        base,
-        Mode::from_raw_mode(0o600),
-        AtFlags::empty(),
-    )
-    .map_err(io)?;
+    rustix::fs::chmodat(&dir.fd, base, Mode::from_raw_mode(0o600), AtFlags::empty()).map_err(io)?;
     let stat = node_stat(dir, base)?.ok_or(IpcError::Unsafe)?;
     if !is_private_socket(&stat, euid) {
         return Err(IpcError::Unsafe);
@@ -380,9 +378,7 @@ pub fn validate_endpoint(address: &Path) -> Result<(), IpcError> {
 pub fn dial(address: &Path) -> Result<UnixStream, IpcError> {
     validate_endpoint(address)?;
     UnixStream::connect(address).map_err(|e| match e.kind() {
-        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => {
-            IpcError::NotFound
-        }
+        std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::NotFound => IpcError::NotFound,
         _ => IpcError::Io,
     })
 }

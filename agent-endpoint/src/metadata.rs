@@ -136,7 +136,11 @@ impl Metadata {
             && is_field(&self.server_toolchain)
             && self.process_id > 0
             && self.started_unix_nano > 0;
-        if ok { Ok(()) } else { Err(MetadataError::Malformed) }
+        if ok {
+            Ok(())
+        } else {
+            Err(MetadataError::Malformed)
+        }
     }
 
     /// Checks the record for this platform (Unix: the `unix-socket` transport).
@@ -202,7 +206,11 @@ impl Metadata {
             server_version: wire.server_version,
             server_commit: wire.server_commit,
             server_toolchain: wire.server_go_version,
-            protocol: (wire.protocol_major, wire.protocol_minor, wire.protocol_patch),
+            protocol: (
+                wire.protocol_major,
+                wire.protocol_minor,
+                wire.protocol_patch,
+            ),
             process_id: wire.process_id,
             started_unix_nano: wire.started_unix_nano,
             instance_id,

@@ -59,7 +59,10 @@ impl UserScope {
 
     /// [`UserScope::current`] with the runtime directory and the temp root given, so
     /// tests use temporary directories.
-    pub fn resolve(xdg_runtime_dir: Option<&Path>, temp_root: &Path) -> Result<UserScope, ScopeError> {
+    pub fn resolve(
+        xdg_runtime_dir: Option<&Path>,
+        temp_root: &Path,
+    ) -> Result<UserScope, ScopeError> {
         let euid = effective_uid();
         if let Some(xdg) = xdg_runtime_dir
             && let Some(scope) = xdg_scope(xdg, euid)
@@ -122,7 +125,9 @@ fn xdg_scope(xdg: &Path, euid: u32) -> Option<UserScope> {
     }
     let dir = xdg.join(XDG_SCOPE_DIR);
     let address = dir.join(SOCKET_NAME);
-    if address.as_os_str().len() > MAX_ADDRESS_BYTES || localipc::validate_address(&address).is_err() {
+    if address.as_os_str().len() > MAX_ADDRESS_BYTES
+        || localipc::validate_address(&address).is_err()
+    {
         return None;
     }
     localipc::open_private_dir(xdg, euid).ok()?;
@@ -130,7 +135,8 @@ fn xdg_scope(xdg: &Path, euid: u32) -> Option<UserScope> {
 }
 
 fn temp_scope(temp_root: &Path, euid: u32) -> Result<UserScope, ScopeError> {
-    let (fd, stat) = localipc::open_trusted_chain(temp_root, euid).map_err(|_| ScopeError::Unsafe)?;
+    let (fd, stat) =
+        localipc::open_trusted_chain(temp_root, euid).map_err(|_| ScopeError::Unsafe)?;
     let mode = stat.st_mode as u32 & 0o7777;
     let writable = rustix::fs::accessat(
         &fd,

@@ -214,7 +214,11 @@ impl Store {
     /// Publishes `metadata` and holds liveness in the returned [`Publication`]. A malformed
     /// existing record is a hard error; a stale canonical one is replaced; a held liveness
     /// lock is [`StoreError::Active`].
-    pub fn publish(&self, metadata: &Metadata, deadline: Instant) -> Result<Publication, StoreError> {
+    pub fn publish(
+        &self,
+        metadata: &Metadata,
+        deadline: Instant,
+    ) -> Result<Publication, StoreError> {
         self.check_open()?;
         metadata.validate_for_platform()?;
         let bytes = metadata.encode()?;
