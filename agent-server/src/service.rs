@@ -201,8 +201,12 @@ pub fn project_payload(event: &Event) -> Option<Vec<u8>> {
             value
         }
         other => {
+            // An event without data (`run.completed`) has an empty payload.
             let mut whole = serde_json::to_value(other).ok()?;
-            whole.get_mut("data").map(serde_json::Value::take)?
+            match whole.get_mut("data") {
+                Some(data) => data.take(),
+                None => return Some(Vec::new()),
+            }
         }
     };
     serde_json::to_vec(&value).ok()
@@ -220,7 +224,9 @@ pub fn event_to_wire(envelope: &Envelope) -> Option<pb::RunEvent> {
         unix_nano: i64::try_from(envelope.at().unix_nanos()).ok()?,
         kind: kind as i32,
         payload_json: project_payload(envelope.event())?,
-        terminal: envelope.kind().ends_run(),
+        // On the wire `terminal` marks every event that ends its scope (run, turn, model,
+        // tool, interaction), not only the run's end.
+        terminal: agent_protocol::stream::is_terminal_kind(kind),
     };
     validate_run_event(&event).ok()?;
     Some(event)
