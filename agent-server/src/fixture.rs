@@ -210,7 +210,19 @@ pub async fn host(
     authority_dir: &Path,
     options: FixtureOptions,
 ) -> Result<RunHost, FixtureError> {
-    let definitions = definitions().await?;
+    run_host(root, authority_dir, options, definitions().await?, engine)
+}
+
+/// A run host over `definitions` and the engine `engine` builds around the host's pending
+/// router (the engine's broker must be that router), with its run authority under
+/// `authority_dir`. [`host`] is this with the fixture's definitions and engine.
+pub fn run_host(
+    root: &CancellationToken,
+    authority_dir: &Path,
+    options: FixtureOptions,
+    definitions: DefinitionSet,
+    engine: impl FnOnce(Arc<PendingRouter>) -> Result<Engine, FixtureError>,
+) -> Result<RunHost, FixtureError> {
     let authority = Store::open(StoreOptions::new().directory(authority_dir))
         .map_err(|_| FixtureError::Authority)?;
     let pending = PendingRouter::new(PendingLimits::default()).map_err(|_| FixtureError::Host)?;
