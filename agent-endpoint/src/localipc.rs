@@ -109,8 +109,16 @@ fn io<E>(_: E) -> IpcError {
     IpcError::Io
 }
 
-fn mode_bits(stat: &Stat) -> u32 {
+// The stat field types differ between platforms (`st_mode` is 16 bits on some), so these
+// casts are identities only on Linux.
+#[allow(clippy::unnecessary_cast)]
+pub(crate) fn mode_bits(stat: &Stat) -> u32 {
     stat.st_mode as u32 & 0o7777
+}
+
+#[allow(clippy::unnecessary_cast)]
+fn identity(stat: &Stat) -> (u64, u64) {
+    (stat.st_dev as u64, stat.st_ino as u64)
 }
 
 fn is_trusted_owner(uid: u32, euid: u32) -> bool {
@@ -179,11 +187,8 @@ pub(crate) fn open_private_dir(dir: &Path, euid: u32) -> Result<SecureDir, IpcEr
     {
         return Err(IpcError::Unsafe);
     }
-    Ok(SecureDir {
-        fd,
-        dev: stat.st_dev as u64,
-        ino: stat.st_ino as u64,
-    })
+    let (dev, ino) = identity(&stat);
+    Ok(SecureDir { fd, dev, ino })
 }
 
 fn split(address: &Path) -> Result<(&Path, &str), IpcError> {
@@ -283,8 +288,7 @@ impl Listener {
             return;
         };
         if let Ok(Some(stat)) = node_stat(&self.dir, base)
-            && stat.st_dev as u64 == self.dev
-            && stat.st_ino as u64 == self.ino
+            && identity(&stat) == (self.dev, self.ino)
         {
             let _ = rustix::fs::unlinkat(&self.dir.fd, base, AtFlags::empty());
         }
@@ -319,7 +323,7 @@ fn listen_as(address: &Path, euid: u32) -> Result<Listener, IpcError> {
             Probe::Live => return Err(IpcError::InUse),
             Probe::Refused => {
                 let again = node_stat(&dir, base)?.ok_or(IpcError::Unsafe)?;
-                if again.st_dev != existing.st_dev || again.st_ino != existing.st_ino {
+                if identity(&again) != identity(&existing) {
                     return Err(IpcError::Unsafe);
                 }
                 rustix::fs::unlinkat(&dir.fd, base, AtFlags::empty()).map_err(io)?;
@@ -339,11 +343,12 @@ fn listen_as(address: &Path, euid: u32) -> Result<Listener, IpcError> {
             return Err(error);
         }
     };
+    let (dev, ino) = identity(&bound);
     Ok(Listener {
         listener: Some(listener),
         address: address.to_path_buf(),
-        dev: bound.st_dev as u64,
-        ino: bound.st_ino as u64,
+        dev,
+        ino,
         dir,
     })
 }

@@ -137,7 +137,7 @@ fn xdg_scope(xdg: &Path, euid: u32) -> Option<UserScope> {
 fn temp_scope(temp_root: &Path, euid: u32) -> Result<UserScope, ScopeError> {
     let (fd, stat) =
         localipc::open_trusted_chain(temp_root, euid).map_err(|_| ScopeError::Unsafe)?;
-    let mode = stat.st_mode as u32 & 0o7777;
+    let mode = localipc::mode_bits(&stat);
     let writable = rustix::fs::accessat(
         &fd,
         ".",

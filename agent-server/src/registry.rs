@@ -80,7 +80,7 @@ enum Attempt {
     },
     Committed {
         fingerprint: [u8; 32],
-        response: InitializeResponse,
+        response: Box<InitializeResponse>,
     },
 }
 
@@ -110,7 +110,7 @@ pub(crate) struct Registry {
 /// What reserving an attempt found.
 pub(crate) enum Reserve {
     /// A committed record with the same fingerprint: its exact response.
-    Replay(InitializeResponse),
+    Replay(Box<InitializeResponse>),
     /// The id was used with another fingerprint.
     Conflict,
     /// A bound was reached: `(resource, limit)`.
@@ -357,7 +357,7 @@ impl Registry {
             reservation.id.clone(),
             Attempt::Committed {
                 fingerprint,
-                response,
+                response: Box::new(response),
             },
         );
         let retained = state.retained.entry(client.to_owned()).or_default();

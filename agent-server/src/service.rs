@@ -316,20 +316,24 @@ impl Service {
 
     /// Registry lookup, then the session store's check. A missing entry is unavailable; a
     /// known client at another epoch is stale with the facts.
-    fn session(&self, client_id: &str, epoch: u64) -> Result<Entry, Status> {
+    fn session(&self, client_id: &str, epoch: u64) -> Result<Entry, Box<Status>> {
         let Some(entry) = self.shared.registry.lookup(client_id, epoch) else {
-            if let Some(current) = self.shared.registry.entry(client_id)
+            // Only a client the registry knows may learn its current epoch.
+            if self.shared.registry.entry(client_id).is_some()
                 && let Err(error) = self.host().sessions().check_epoch(client_id, epoch)
             {
-                let _ = current;
-                return Err(lifecycle_failure(&HostError::from(error), None)
-                    .unwrap_or_else(|_| session_unavailable()));
+                return Err(Box::new(
+                    lifecycle_failure(&HostError::from(error), None)
+                        .unwrap_or_else(|_| session_unavailable()),
+                ));
             }
-            return Err(session_unavailable());
+            return Err(Box::new(session_unavailable()));
         };
         if let Err(error) = self.host().sessions().check(&entry.session) {
-            return Err(lifecycle_failure(&HostError::from(error), None)
-                .unwrap_or_else(|_| session_unavailable()));
+            return Err(Box::new(
+                lifecycle_failure(&HostError::from(error), None)
+                    .unwrap_or_else(|_| session_unavailable()),
+            ));
         }
         Ok(entry)
     }
@@ -341,13 +345,14 @@ impl Service {
         epoch: u64,
         validate: impl Fn(&Negotiated) -> Result<(), Violation>,
         snapshots: bool,
-    ) -> Result<Entry, Status> {
-        validate(&self.server_contract()).map_err(invalid_status)?;
+    ) -> Result<Entry, Box<Status>> {
+        let boxed = |v: Violation| Box::new(invalid_status(v));
+        validate(&self.server_contract()).map_err(boxed)?;
         let entry = self.session(client_id, epoch)?;
         if snapshots {
-            check_snapshot_transfer(&entry.negotiated).map_err(Violation::into_status)?;
+            check_snapshot_transfer(&entry.negotiated).map_err(|v| Box::new(v.into_status()))?;
         }
-        validate(&entry.negotiated).map_err(invalid_status)?;
+        validate(&entry.negotiated).map_err(boxed)?;
         Ok(entry)
     }
 
@@ -368,7 +373,7 @@ impl Service {
                 () = self.shared.root.cancelled() => return Err(tonic::Status::unavailable(STOPPING_MESSAGE)),
             };
             match reserved {
-                Reserve::Replay(response) => return reply(response),
+                Reserve::Replay(response) => return reply(*response),
                 Reserve::Conflict => {
                     return reply(initialize_failure_response(
                         Violation::new(ErrorCode::Conflict, ATTEMPT_CONFLICT_MESSAGE).into_status(),
@@ -529,7 +534,7 @@ impl EngineService for Service {
             false,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(pb::HealthResponse::failed(status)),
+            Err(status) => return reply(pb::HealthResponse::failed(*status)),
         };
         if let Err(error) = self.host().health(&entry.session) {
             return reply(pb::HealthResponse::failed(lifecycle_failure(&error, None)?));
@@ -565,7 +570,7 @@ impl EngineService for Service {
             false,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(echo(status)),
+            Err(status) => return reply(echo(*status)),
         };
         let Some(text) = single_text(r.input.as_ref()) else {
             return reply(echo(Violation::invalid(START_INPUT_MESSAGE).into_status()));
@@ -624,7 +629,7 @@ impl EngineService for Service {
             false,
         ) {
             Ok(entry) => entry,
-            Err(status) => return fail(status),
+            Err(status) => return fail(*status),
         };
         let negotiated = entry.negotiated.clone();
         let replay = ReplayRequest {
@@ -696,8 +701,12 @@ impl EngineService for Service {
                     return;
                 }
             }
+            if !tailing {
+                observation.close();
+                return;
+            }
             let mut last = page_last;
-            while tailing {
+            loop {
                 let next = tokio::select! {
                     next = observation.next() => next,
                     () = tx.closed() => return,
@@ -719,7 +728,6 @@ impl EngineService for Service {
                     return;
                 }
             }
-            observation.close();
         });
         Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
@@ -749,7 +757,7 @@ impl EngineService for Service {
         }
         let entry = match self.session(&r.client_id, r.ownership_epoch) {
             Ok(entry) => entry,
-            Err(status) => return fail(status),
+            Err(status) => return fail(*status),
         };
         if entry.negotiated.protocol.minor < INTERACTION_STREAM_MINIMUM_MINOR {
             let server = ProtocolRange {
@@ -796,7 +804,7 @@ impl EngineService for Service {
             false,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(echo(status)),
+            Err(status) => return reply(echo(*status)),
         };
         let response = match self
             .host()
@@ -844,7 +852,7 @@ impl EngineService for Service {
             false,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(echo(status)),
+            Err(status) => return reply(echo(*status)),
         };
         let value = serde_json::from_slice::<serde_json::Value>(&r.value_json).ok();
         let Some(response) =
@@ -892,7 +900,7 @@ impl EngineService for Service {
             true,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(echo(status)),
+            Err(status) => return reply(echo(*status)),
         };
         let response = match self
             .host()
@@ -935,7 +943,7 @@ impl EngineService for Service {
             true,
         ) {
             Ok(entry) => entry,
-            Err(status) => return reply(echo(status)),
+            Err(status) => return reply(echo(*status)),
         };
         let response = match self
             .host()

@@ -57,5 +57,5 @@ async fn sixty_four_clients_sixteen_runs_each() {
     let (entries, attempts) = fixture.daemon().server().registry_sizes();
     assert_eq!((entries, attempts), (CLIENTS, 0));
     fixture.shutdown().await;
-    assert_eq!(fixture.temp.path().join("scope/agent.sock").exists(), false);
+    assert!(!fixture.temp.path().join("scope/agent.sock").exists());
 }

@@ -39,8 +39,10 @@ async fn authentication_rejects_missing_duplicate_malformed_and_wrong_tokens_bef
             .unwrap_err();
         assert_eq!(error.code(), tonic::Code::Unauthenticated, "{case:?}");
         assert_eq!(error.message(), UNAUTHENTICATED_MESSAGE);
-        let mut stream = pb::StreamEventsRequest::default();
-        stream.replay_limit = 1;
+        let stream = pb::StreamEventsRequest {
+            replay_limit: 1,
+            ..Default::default()
+        };
         let error = bounded(client.stream_events(stream)).await.unwrap_err();
         assert_eq!(error.code(), tonic::Code::Unauthenticated);
     }
@@ -454,12 +456,7 @@ async fn shutdown_ends_streams_withdraws_metadata_and_removes_the_socket() {
     );
     fixture.shutdown().await;
     // The stream ended (quietly or broken), and nothing is left behind.
-    loop {
-        match bounded(tail.message()).await {
-            Ok(Some(_)) => continue,
-            Ok(None) | Err(_) => break,
-        }
-    }
+    while let Ok(Some(_)) = bounded(tail.message()).await {}
     assert_eq!(
         store.discover(deadline()).unwrap_err(),
         StoreError::NotFound
