@@ -64,7 +64,7 @@ impl Gate {
         Ok(GateHeld { _guard: guard })
     }
 
-    /// How many callers wait or hold the gate.
+    /// How many callers wait for the gate (the holder is not counted).
     #[cfg(test)]
     pub(crate) fn waiters(&self) -> usize {
         self.waiters.load(Ordering::SeqCst)
@@ -413,14 +413,21 @@ mod tests {
     async fn gate_refuses_past_its_waiter_bound() {
         let gate = Arc::new(Gate::default());
         let held = gate.acquire().await.unwrap();
+        // The holder is not a waiter: exactly MAX_RECONNECT_WAITERS more may queue.
+        assert_eq!(gate.waiters(), 0);
         let mut waiting = Vec::new();
-        for _ in 1..MAX_RECONNECT_WAITERS {
+        for _ in 0..MAX_RECONNECT_WAITERS {
             let gate = gate.clone();
             waiting.push(tokio::spawn(async move { gate.acquire().await.map(drop) }));
         }
-        while gate.waiters() < MAX_RECONNECT_WAITERS {
-            tokio::task::yield_now().await;
-        }
+        let queued = async {
+            while gate.waiters() < MAX_RECONNECT_WAITERS {
+                tokio::task::yield_now().await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_secs(30), queued)
+            .await
+            .expect("every waiter queued");
         assert!(gate.acquire().await.is_err());
         drop(held);
         for w in waiting {
