@@ -100,6 +100,16 @@ impl ServerConfig {
 
 /// Whether `range` is a supported prefix of production: minimum exactly 1.0.0, maximum
 /// 1.x.0 with x ≤ 3.
+///
+/// ```
+/// use agent_protocol::negotiate::version;
+/// use agent_protocol::pb::common::v1::ProtocolRange;
+/// use agent_server::server::is_supported_prefix;
+/// let range = |lo, hi| ProtocolRange { minimum: Some(lo), maximum: Some(hi) };
+/// assert!(is_supported_prefix(&range(version(1, 0, 0), version(1, 2, 0))));
+/// assert!(!is_supported_prefix(&range(version(1, 1, 0), version(1, 3, 0))));
+/// assert!(!is_supported_prefix(&range(version(1, 0, 0), version(1, 4, 0))));
+/// ```
 pub fn is_supported_prefix(range: &ProtocolRange) -> bool {
     let Ok((min, max)) = validate_range(Some(range)) else {
         return false;
