@@ -4,7 +4,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use agent_core::event::{Envelope, Event, EventKind as CoreKind, ReplayRequest};
-use agent_core::interaction::InteractionResponse;
+use agent_core::interaction::{InteractionResponse, Pending, PendingDelta, PendingSnapshot};
 use agent_daemon::host::{HealthStatus, StartRequest, Success};
 use agent_daemon::{HostError, RunHost};
 use agent_endpoint::EndpointToken;
@@ -32,7 +32,8 @@ use agent_protocol::responses::{
 };
 use agent_protocol::status::{Violation, ok_status, overload_status};
 use agent_protocol::stream::{
-    check_replay_cursor, failed_stream_control, validate_event_page, validate_run_event,
+    InteractionTailValidator, check_replay_cursor, failed_stream_control, validate_event_page,
+    validate_interaction_stream_page, validate_run_event,
 };
 use prost::Message as _;
 use sha2::{Digest, Sha256};
@@ -495,6 +496,56 @@ impl Service {
     }
 }
 
+/// One kernel pending interaction on the wire.
+fn pending_to_wire(pending: &Pending) -> Option<pb::PendingInteraction> {
+    let request = pending.request();
+    let value = pb::PendingInteraction {
+        run_id: pending.scope().run_id().to_owned(),
+        interaction_id: request.id().to_owned(),
+        kind: request.kind().to_owned(),
+        prompt: request.prompt().to_owned(),
+        schema_json: serde_json::to_vec(request.schema()).ok()?,
+    };
+    agent_protocol::stream::validate_pending_interaction(&value).ok()?;
+    Some(value)
+}
+
+/// One kernel delta on the wire; a close names the interaction the tail last saw opened.
+fn delta_to_wire(
+    delta: &PendingDelta,
+    validator: &InteractionTailValidator,
+) -> Option<pb::StreamInteractionsResponse> {
+    let (revision, kind, interaction) = match delta {
+        PendingDelta::Opened { revision, pending } => (
+            *revision,
+            pb::InteractionDeltaKind::Opened,
+            pending_to_wire(pending)?,
+        ),
+        PendingDelta::Closed {
+            revision,
+            run_id,
+            id,
+            ..
+        } => (
+            *revision,
+            pb::InteractionDeltaKind::Closed,
+            validator
+                .pending()
+                .find(|p| p.run_id == **run_id && p.interaction_id == *id)?
+                .clone(),
+        ),
+    };
+    Some(pb::StreamInteractionsResponse {
+        payload: Some(pb::stream_interactions_response::Payload::Delta(
+            pb::InteractionDelta {
+                revision,
+                kind: kind as i32,
+                interaction: Some(interaction),
+            },
+        )),
+    })
+}
+
 /// SHA-256 of the request's deterministic encoding with the attempt id cleared.
 pub fn attempt_fingerprint(request: &pb::InitializeRequest) -> [u8; 32] {
     let mut cleared = request.clone();
@@ -782,8 +833,113 @@ impl EngineService for Service {
                 ..Status::default()
             });
         }
-        // The interaction stream pages (section 3.9) are not built yet.
-        Err(tonic::Status::unimplemented(UNIMPLEMENTED_MESSAGE))
+        let negotiated = entry.negotiated.clone();
+        let ctx = self.ctx();
+        let control = |revision: u64, tailing: bool| pb::StreamInteractionsResponse {
+            payload: Some(pb::stream_interactions_response::Payload::Control(
+                pb::InteractionStreamControl {
+                    status: Some(ok_status()),
+                    latest_revision: revision,
+                    page_last_revision: revision,
+                    has_more: false,
+                    tailing,
+                },
+            )),
+        };
+        let snapshot_frame =
+            |snapshot: &PendingSnapshot| -> Option<pb::StreamInteractionsResponse> {
+                let pending = snapshot
+                    .pending()
+                    .iter()
+                    .map(pending_to_wire)
+                    .collect::<Option<Vec<_>>>()?;
+                Some(pb::StreamInteractionsResponse {
+                    payload: Some(pb::stream_interactions_response::Payload::Snapshot(
+                        pb::InteractionSnapshot {
+                            revision: snapshot.revision(),
+                            pending,
+                        },
+                    )),
+                })
+            };
+        if !r.tail {
+            let snapshot = match self
+                .host()
+                .snapshot_interactions(&ctx, &entry.session)
+                .await
+            {
+                Ok(snapshot) => snapshot,
+                Err(error) => return fail(lifecycle_failure(&error, None)?),
+            };
+            let Some(first) = snapshot_frame(&snapshot) else {
+                return fail(internal());
+            };
+            let frames = vec![first, control(snapshot.revision(), false)];
+            if validate_interaction_stream_page(false, &frames, &negotiated).is_err() {
+                return fail(internal());
+            }
+            return Ok(Response::new(Box::pin(tokio_stream::iter(
+                frames.into_iter().map(Ok),
+            ))));
+        }
+        let mut observation = match self
+            .host()
+            .subscribe_interactions(&ctx, &entry.session)
+            .await
+        {
+            Ok(observation) => observation,
+            Err(error) => return fail(lifecycle_failure(&error, None)?),
+        };
+        let Some(snapshot) = observation.take_snapshot() else {
+            return fail(internal());
+        };
+        let Some(first) = snapshot_frame(&snapshot) else {
+            return fail(internal());
+        };
+        // Both initial frames are built and validated before either is sent, so a fence
+        // can never fall between them.
+        let frames = vec![first, control(snapshot.revision(), true)];
+        let Ok(mut validator) = InteractionTailValidator::new(&frames, &negotiated) else {
+            return fail(internal());
+        };
+        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
+        let root = self.shared.root.clone();
+        tokio::spawn(async move {
+            for frame in frames {
+                if tx.send(Ok(frame)).await.is_err() {
+                    return;
+                }
+            }
+            loop {
+                let next = tokio::select! {
+                    next = observation.next() => next,
+                    () = tx.closed() => return,
+                    () = root.cancelled() => return,
+                };
+                // Fenced (reconnect, shutdown) or closed: end quietly.
+                let Some(delta) = next else { return };
+                let frame = delta_to_wire(&delta, &validator);
+                let accepted = frame
+                    .as_ref()
+                    .is_some_and(|frame| validator.accept(frame).is_ok());
+                let Some(frame) = frame.filter(|_| accepted) else {
+                    let failure = pb::StreamInteractionsResponse {
+                        payload: Some(pb::stream_interactions_response::Payload::Control(
+                            pb::InteractionStreamControl {
+                                status: Some(internal()),
+                                ..Default::default()
+                            },
+                        )),
+                    };
+                    let _ = tx.send(Ok(failure)).await;
+                    return;
+                };
+                if tx.send(Ok(frame)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 
     async fn cancel_run(

@@ -489,3 +489,73 @@ async fn a_second_daemon_in_the_same_scope_is_refused() {
     root.cancel();
     fixture.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interaction_streams_need_minor_two_and_open_with_a_validated_page() {
+    let mut fixture = Fixture::start("inter").await;
+    let mut client = fixture.client().await;
+    // A minor-1 session is refused with INCOMPATIBLE_VERSION as one control frame.
+    let mut old = initialize(None, None);
+    old.protocol.as_mut().unwrap().maximum = Some(agent_protocol::negotiate::version(1, 1, 0));
+    let response = bounded(client.initialize(old)).await.unwrap().into_inner();
+    assert_eq!(response.protocol.unwrap().minor, 1);
+    let request = |id: &str, epoch: u64, tail: bool| pb::StreamInteractionsRequest {
+        client_id: id.to_owned(),
+        ownership_epoch: epoch,
+        tail,
+    };
+    let mut stream = bounded(client.stream_interactions(request(&response.client_id, 1, false)))
+        .await
+        .unwrap()
+        .into_inner();
+    let frame = bounded(stream.message()).await.unwrap().unwrap();
+    let Some(pb::stream_interactions_response::Payload::Control(control)) = frame.payload else {
+        panic!("a control frame");
+    };
+    assert_eq!(
+        code(control.status.as_ref()),
+        ErrorCode::IncompatibleVersion
+    );
+    assert!(bounded(stream.message()).await.unwrap().is_none());
+    // A minor-2 session gets exactly a snapshot and an OK control; a tail stays open
+    // and ends quietly when the session is fenced by a reconnect.
+    let s = session(&mut client).await;
+    let mut stream = bounded(client.stream_interactions(request(&s.0, s.1, false)))
+        .await
+        .unwrap()
+        .into_inner();
+    let mut frames = Vec::new();
+    while let Some(frame) = bounded(stream.message()).await.unwrap() {
+        frames.push(frame);
+    }
+    assert_eq!(frames.len(), 2);
+    assert!(matches!(
+        frames[0].payload,
+        Some(pb::stream_interactions_response::Payload::Snapshot(_))
+    ));
+    let mut tail = bounded(client.stream_interactions(request(&s.0, s.1, true)))
+        .await
+        .unwrap()
+        .into_inner();
+    for _ in 0..2 {
+        bounded(tail.message()).await.unwrap().unwrap();
+    }
+    let mut other = fixture.client().await;
+    let reconnected = bounded(other.initialize(initialize(None, Some((&s.0, s.1)))))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(reconnected.ownership_epoch, s.1 + 1);
+    assert!(bounded(tail.message()).await.unwrap().is_none());
+    // A stale epoch is refused with the facts.
+    let mut stale = bounded(client.stream_interactions(request(&s.0, s.1, false)))
+        .await
+        .unwrap()
+        .into_inner();
+    let frame = bounded(stale.message()).await.unwrap().unwrap();
+    let Some(pb::stream_interactions_response::Payload::Control(control)) = frame.payload else {
+        panic!("a control frame");
+    };
+    assert_eq!(code(control.status.as_ref()), ErrorCode::StaleClient);
+    fixture.shutdown().await;
+}
