@@ -29,5 +29,5 @@ pub use registry::{
 pub use server::{Server, ServerConfig, ServerError};
 pub use service::{
     STOPPING_MESSAGE, STREAM_BUFFER, TOOL_FAILED_TEXT, UNAUTHENTICATED_MESSAGE,
-    UNIMPLEMENTED_MESSAGE, attempt_fingerprint, event_to_wire, project_payload,
+    attempt_fingerprint, envelope_from_wire, envelope_to_wire, event_to_wire, project_payload,
 };

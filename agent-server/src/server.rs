@@ -88,7 +88,11 @@ impl ServerConfig {
             token,
             host,
             build,
-            capabilities: Vec::new(),
+            // The run host suspends, resumes, exports and imports runs.
+            capabilities: vec![
+                agent_protocol::limits::CAPABILITY_SNAPSHOT_AUTHORITY.to_owned(),
+                agent_protocol::limits::CAPABILITY_SNAPSHOTS.to_owned(),
+            ],
             maximum_sessions: 64,
             protocol: None,
             max_message_bytes: DEFAULT_MESSAGE_BYTES,

@@ -54,8 +54,6 @@ pub const UNAUTHENTICATED_MESSAGE: &str = "local daemon authentication failed";
 pub const STOPPING_MESSAGE: &str = "local daemon is stopping";
 /// Frames buffered per server stream before a send waits for the client.
 pub const STREAM_BUFFER: usize = 64;
-/// The fixed message of an RPC this server does not serve yet.
-pub const UNIMPLEMENTED_MESSAGE: &str = "not served by this daemon version";
 /// The fixed error text of a failed tool's projected payload.
 pub const TOOL_FAILED_TEXT: &str = "tool execution failed";
 
@@ -544,6 +542,52 @@ fn delta_to_wire(
             },
         )),
     })
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The run authority's JSON envelope as the wire envelope (same fields, bytes for hex).
+pub fn envelope_to_wire(json: &[u8]) -> Option<pb::SnapshotEnvelope> {
+    let envelope = agent_authority::SnapshotEnvelope::decode(json).ok()?;
+    let authority = envelope.authority();
+    Some(pb::SnapshotEnvelope {
+        format: agent_protocol::limits::SNAPSHOT_FORMAT.to_owned(),
+        run_id: envelope.run_id().to_owned(),
+        last_sequence: envelope.last_sequence(),
+        lifecycle: i32::try_from(envelope.lifecycle().number()).ok()?,
+        payload: envelope.payload().to_vec(),
+        sha256: envelope.payload_sha256().to_vec(),
+        authority: Some(pb::SnapshotAuthority {
+            scope_id: authority.scope_id().as_bytes().to_vec(),
+            generation: authority.generation(),
+            hmac_sha256: authority.mac().to_vec(),
+        }),
+    })
+}
+
+/// The wire envelope as the run authority's JSON envelope, which the host decodes and
+/// verifies (the payload must be JSON; its bytes are kept exactly, so its digest holds).
+pub fn envelope_from_wire(envelope: &pb::SnapshotEnvelope) -> Option<Vec<u8>> {
+    let authority = envelope.authority.as_ref()?;
+    let payload = std::str::from_utf8(&envelope.payload).ok()?;
+    serde_json::from_str::<serde_json::Value>(payload).ok()?;
+    let text = |value: &str| serde_json::to_string(value).ok();
+    let json = format!(
+        "{{\"format\":{},\"run_id\":{},\"last_sequence\":{},\"lifecycle\":{},\"payload\":{},\"sha256\":{},\"authority\":{{\"scope_id\":{},\"generation\":{},\"hmac_sha256\":{}}}}}",
+        text(&envelope.format)?,
+        text(&envelope.run_id)?,
+        envelope.last_sequence,
+        u32::try_from(envelope.lifecycle).ok()?,
+        payload,
+        text(&hex(&envelope.sha256))?,
+        text(&hex(&authority.scope_id))?,
+        authority.generation,
+        text(&hex(&authority.hmac_sha256))?,
+    );
+    agent_authority::SnapshotEnvelope::decode(json.as_bytes()).ok()?;
+    Some(json.into_bytes())
 }
 
 /// SHA-256 of the request's deterministic encoding with the attempt id cleared.
@@ -1129,9 +1173,44 @@ impl EngineService for Service {
         request: Request<pb::ExportSnapshotRequest>,
     ) -> Reply<pb::ExportSnapshotResponse> {
         self.admit(&request)?;
-        // The translation between the run authority's envelope and the wire envelope is
-        // not built yet: say so rather than answer with an invented status.
-        Err(tonic::Status::unimplemented(UNIMPLEMENTED_MESSAGE))
+        let r = request.into_inner();
+        let entry = match self.prepare(
+            &r.client_id,
+            r.ownership_epoch,
+            |n| agent_protocol::requests::validate_export_snapshot_request(&r, n),
+            true,
+        ) {
+            Ok(entry) => entry,
+            Err(status) => return reply(pb::ExportSnapshotResponse::failed(*status)),
+        };
+        let bytes = match self
+            .host()
+            .export(&self.ctx(), &entry.session, &r.run_id)
+            .await
+        {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                return reply(pb::ExportSnapshotResponse::failed(lifecycle_failure(
+                    &error, None,
+                )?));
+            }
+        };
+        let Some(snapshot) = envelope_to_wire(&bytes) else {
+            return reply(pb::ExportSnapshotResponse::failed(internal()));
+        };
+        let response = pb::ExportSnapshotResponse {
+            status: Some(ok_status()),
+            snapshot: Some(snapshot),
+        };
+        if agent_protocol::responses::validate_export_snapshot_response(
+            &response,
+            &entry.negotiated,
+        )
+        .is_err()
+        {
+            return reply(pb::ExportSnapshotResponse::failed(internal()));
+        }
+        reply(response)
     }
 
     async fn import_snapshot(
@@ -1139,6 +1218,54 @@ impl EngineService for Service {
         request: Request<pb::ImportSnapshotRequest>,
     ) -> Reply<pb::ImportSnapshotResponse> {
         self.admit(&request)?;
-        Err(tonic::Status::unimplemented(UNIMPLEMENTED_MESSAGE))
+        let r = request.into_inner();
+        let op = r.client_operation_id.clone();
+        let echo = |mut status: Status| {
+            status.operation_id = op.clone();
+            pb::ImportSnapshotResponse::failed(status)
+        };
+        // The structural validator only: keyed verification is the run host's.
+        let raw = r.encode_to_vec();
+        let entry = match self.prepare(
+            &r.client_id,
+            r.ownership_epoch,
+            |n| {
+                agent_protocol::snapshot::validate_import_snapshot_request_structure(&raw, n)
+                    .map(drop)
+            },
+            true,
+        ) {
+            Ok(entry) => entry,
+            Err(status) => return reply(echo(*status)),
+        };
+        let Some(bytes) = r.snapshot.as_ref().and_then(envelope_from_wire) else {
+            return reply(echo(crate::status::invalid()));
+        };
+        let response = match self
+            .host()
+            .import(&self.ctx(), &entry.session, &op, &bytes)
+            .await
+        {
+            Ok((Success::Imported { run_id, sequence }, duplicate)) => pb::ImportSnapshotResponse {
+                status: Some(ok_status()),
+                run_id,
+                next_sequence: sequence,
+                duplicate_operation: duplicate,
+            },
+            Ok(_) => echo(internal()),
+            Err(error) => pb::ImportSnapshotResponse::failed(lifecycle_failure(
+                &error,
+                Some((&op, MutationKind::Import)),
+            )?),
+        };
+        if agent_protocol::responses::validate_import_snapshot_response(
+            &response,
+            &entry.negotiated,
+        )
+        .is_err()
+        {
+            return reply(echo(internal()));
+        }
+        reply(response)
     }
 }

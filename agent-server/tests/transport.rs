@@ -559,3 +559,74 @@ async fn interaction_streams_need_minor_two_and_open_with_a_validated_page() {
     assert_eq!(code(control.status.as_ref()), ErrorCode::StaleClient);
     fixture.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_translates_the_envelope_and_import_refuses_a_finished_run() {
+    let mut fixture = Fixture::start("export").await;
+    let mut client = fixture.client().await;
+    let mut request = initialize(None, None);
+    let names = vec!["snapshot-authority-v1".to_owned(), "snapshots".to_owned()];
+    request.supported_capabilities.as_mut().unwrap().names = names.clone();
+    request.required_capabilities.as_mut().unwrap().names = names;
+    let response = bounded(client.initialize(request))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        code(response.status.as_ref()),
+        ErrorCode::Ok,
+        "{:?}",
+        response.status
+    );
+    let s = (response.client_id, response.ownership_epoch);
+    let run = start(&mut client, &s, "op", TEXT_DEFINITION_ID).await;
+    let (events, _) = collect_run(&mut client, &s, &run).await;
+    let exported = bounded(client.export_snapshot(pb::ExportSnapshotRequest {
+        client_id: s.0.clone(),
+        ownership_epoch: s.1,
+        run_id: run.clone(),
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(
+        code(exported.status.as_ref()),
+        ErrorCode::Ok,
+        "{:?}",
+        exported.status
+    );
+    let envelope = exported.snapshot.unwrap();
+    assert_eq!(envelope.run_id, run);
+    assert_eq!(envelope.last_sequence, events.last().unwrap().sequence);
+    assert_eq!(envelope.lifecycle, pb::SnapshotLifecycle::Completed as i32);
+    // The translation is exact both ways.
+    let json = agent_server::envelope_from_wire(&envelope).unwrap();
+    assert_eq!(agent_server::envelope_to_wire(&json).unwrap(), envelope);
+    // A completed run is not importable: a typed refusal with the operation id.
+    let imported = bounded(client.import_snapshot(pb::ImportSnapshotRequest {
+        client_id: s.0.clone(),
+        ownership_epoch: s.1,
+        client_operation_id: "op-import".into(),
+        snapshot: Some(envelope.clone()),
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    let status = imported.status.unwrap();
+    assert_ne!(ErrorCode::try_from(status.code).unwrap(), ErrorCode::Ok);
+    assert_eq!(status.operation_id, "op-import");
+    // A tampered payload digest is refused before the host.
+    let mut tampered = envelope;
+    tampered.sha256[0] ^= 1;
+    let imported = bounded(client.import_snapshot(pb::ImportSnapshotRequest {
+        client_id: s.0.clone(),
+        ownership_epoch: s.1,
+        client_operation_id: "op-import-2".into(),
+        snapshot: Some(tampered),
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(code(imported.status.as_ref()), ErrorCode::InvalidArgument);
+    fixture.shutdown().await;
+}
