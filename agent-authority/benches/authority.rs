@@ -12,6 +12,8 @@
 //!   `Store::start` (new lock file, lock, the check that no record exists, the ACTIVE write)
 //!   and `ActiveRun::terminal` (the COMPLETED write, unlock), on tmpfs (`/dev/shm`, where
 //!   fsync is nearly free) and under the system temp dir (real fsyncs);
+//!   `record/terminal_snapshot_*`: what a host's terminal monitor asks instead, signing a
+//!   650-byte terminal snapshot (a text run's size) and writing the COMPLETED tombstone;
 //! - `syscalls/{lock_file,atomic_write}_tmpfs`: the same file operations in plain `std`
 //!   calls on tmpfs, no MAC, no JSON: a new 0600 lock file created, locked, unlocked and
 //!   closed; a 270-byte atomic write (exclusive 0600 temp file, write, fsync, close, rename,
@@ -197,6 +199,22 @@ fn records(c: &mut Criterion) {
             b.iter_batched(
                 || store.start(&id()).unwrap(),
                 |mut run| run.terminal(TerminalPhase::Completed).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        // What a host's terminal monitor asks of the authority: sign the terminal snapshot
+        // (a text run's is about 650 bytes) and write the COMPLETED tombstone.
+        group.bench_function(format!("terminal_snapshot_{name}"), |b| {
+            b.iter_batched(
+                || {
+                    let run_id = id();
+                    let payload = payload(&run_id, 650);
+                    (store.start(&run_id).unwrap(), payload)
+                },
+                |(mut run, payload)| {
+                    run.issue_snapshot(Lifecycle::Completed, 6, payload)
+                        .unwrap()
+                },
                 BatchSize::PerIteration,
             )
         });
