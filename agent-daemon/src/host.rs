@@ -1599,3 +1599,43 @@ impl InteractionObservation {
         self.lease.close();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reaps until at most `left` tasks remain; bounded.
+    async fn reap_until(
+        monitors: &mut Monitors,
+        left: usize,
+    ) -> Result<(), tokio::time::error::Elapsed> {
+        let work = async {
+            while monitors.tasks.len() > left {
+                tokio::task::yield_now().await;
+                monitors.reap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), work).await
+    }
+
+    #[tokio::test]
+    async fn reaping_drops_finished_monitors_keeps_running_ones_and_remembers_a_panic() {
+        let mut monitors = Monitors::default();
+        let (release, running) = tokio::sync::oneshot::channel::<()>();
+        monitors.tasks.spawn(async move {
+            let _ = running.await;
+        });
+        for _ in 0..3 {
+            monitors.tasks.spawn(async {});
+        }
+        monitors.tasks.spawn(async { panic!("a monitor panics") });
+        reap_until(&mut monitors, 1)
+            .await
+            .expect("finished monitors are reaped");
+        assert!(monitors.failed, "the panic is remembered for shutdown");
+        release.send(()).unwrap();
+        reap_until(&mut monitors, 0)
+            .await
+            .expect("the last monitor is reaped once it finished");
+    }
+}
