@@ -720,7 +720,10 @@ const HOST_CRATES: &[&str] = &[
     "agent-protocol",
     "agent-daemon",
     "agent-endpoint",
+    "agent-client",
+    "agent-client-grpc",
     "agent-mcp",
+    "agent-logging",
     "coding-agent",
 ];
 const TOOL_CRATES: &[&str] = &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"];
@@ -760,8 +763,9 @@ fn manifest_deps(text: &str) -> (String, BTreeSet<String>) {
 }
 
 /// Every violation of the crate directions among `crates` (name -> dependencies): a
-/// kernel crate depending on a host crate, the protocol crate depending on a kernel crate,
-/// or a crate that is not placed in any of the three groups.
+/// kernel crate depending on a host crate, the protocol or a client crate depending on a
+/// kernel crate, the client seam depending on anything at all (it is standard library
+/// only), or a crate that is not placed in any of the three groups.
 fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
     let mut violations = Vec::new();
     for (name, deps) in crates {
@@ -777,6 +781,12 @@ fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Ve
             }
             if name == "agent-protocol" && KERNEL_CRATES.contains(&dep.as_str()) {
                 violations.push(format!("agent-protocol depends on kernel crate {dep}"));
+            }
+            if name == "agent-client-grpc" && KERNEL_CRATES.contains(&dep.as_str()) {
+                violations.push(format!("agent-client-grpc depends on kernel crate {dep}"));
+            }
+            if name == "agent-client" {
+                violations.push(format!("agent-client depends on {dep}"));
             }
             if name == "agent-authority" && dep == "agent-daemon" {
                 violations.push("agent-authority depends on agent-daemon".to_owned());
@@ -820,6 +830,15 @@ fn lower_crates_never_name_the_crates_above_them() {
         .iter()
         .map(|krate| (*krate, hosts.clone()))
         .chain([("agent-authority", vec!["agent_daemon".to_owned()])])
+        .chain([(
+            "agent-client",
+            KERNEL_CRATES
+                .iter()
+                .chain(HOST_CRATES)
+                .filter(|c| **c != "agent-client")
+                .map(|c| format!("{}::", c.replace('-', "_")))
+                .collect(),
+        )])
         .collect();
     for (krate, above) in rules {
         let mut files = Vec::new();
@@ -858,6 +877,11 @@ fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
         BTreeSet::from(["agent-core".to_owned()]),
     );
     crates.insert("agent-new".into(), BTreeSet::new());
+    crates.insert("agent-client".into(), BTreeSet::from(["serde".to_owned()]));
+    crates.insert(
+        "agent-client-grpc".into(),
+        BTreeSet::from(["agent-client".to_owned(), "agent-compose".to_owned()]),
+    );
     crates.insert(
         "agent-authority".into(),
         BTreeSet::from(["agent-daemon".to_owned()]),
@@ -866,10 +890,29 @@ fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
         crate_direction_violations(&crates),
         [
             "agent-authority depends on agent-daemon",
+            "agent-client depends on serde",
+            "agent-client-grpc depends on kernel crate agent-compose",
             "kernel crate agent-core depends on host crate agent-authority",
             "kernel crate agent-core depends on host crate agent-mcp",
             "agent-new is placed in no crate group",
             "agent-protocol depends on kernel crate agent-core",
         ]
     );
+}
+
+/// The client seam's manifest has no dependency table at all: a UI takes it without any
+/// transport, runtime or serializer (reference 4.1).
+#[test]
+fn the_client_seam_depends_on_the_standard_library_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let text = fs::read_to_string(root.join("agent-client/Cargo.toml")).expect("manifest");
+    let (name, deps) = manifest_deps(&text);
+    assert_eq!(name, "agent-client");
+    assert_eq!(deps, BTreeSet::new());
+    for line in text.lines().map(str::trim) {
+        assert!(
+            !(line.starts_with('[') && line.contains("dependencies")),
+            "agent-client declares {line}"
+        );
+    }
 }

@@ -10,7 +10,8 @@
 //! `Bad Name!` (normalized by the client); `spawn_grandchild` (starts `sleep 300` and returns
 //! its pid); `stats` (calls and `notifications/cancelled` received). With
 //! `FAULT_BIG_SCHEMA=1` it also lists `big_schema`, whose input schema is larger than the
-//! kernel's bound.
+//! kernel's bound. With `FAULT_LIST_PAGES=N` it answers `tools/list` in N pages (the first
+//! N-1 pages one tool each, the last page the rest), chained by cursors.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -193,10 +194,28 @@ impl ServerHandler for Fault {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(serde_json::from_value(json!({"tools": self.tools()})).expect("a tool list"))
+        let pages: usize = std::env::var("FAULT_LIST_PAGES")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1)
+            .max(1);
+        let page: usize = request
+            .and_then(|r| r.cursor)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let mut tools = self.tools();
+        // Pages 0..pages-1 hold one tool each (empty once the tools run out); the last page
+        // holds the rest.
+        let answer = if page + 1 < pages {
+            let one: Vec<Tool> = tools.into_iter().nth(page).into_iter().collect();
+            json!({"tools": one, "nextCursor": (page + 1).to_string()})
+        } else {
+            json!({"tools": tools.split_off(page.min(tools.len()))})
+        };
+        Ok(serde_json::from_value(answer).expect("a tool list"))
     }
 
     async fn on_cancelled(

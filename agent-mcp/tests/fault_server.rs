@@ -413,6 +413,42 @@ fn a_schema_past_the_kernel_bound_fails_the_generation_closed() {
 }
 
 #[test]
+fn a_list_of_max_pages_is_followed_to_its_end_and_one_page_more_fails_the_start() {
+    use agent_mcp::client::MAX_LIST_PAGES;
+    run(async {
+        let single = start(&fault_config("fault", json!({})), &[]).await;
+        let all = single.current_tools().unwrap().len();
+        single.shutdown().await;
+        // The server has fewer tools than pages, so each page past the tools is empty but
+        // still chains a cursor: the count of pages, not of tools, meets the bound.
+        let paged = |pages: usize| {
+            fault_config(
+                "fault",
+                json!({"env": {"FAULT_LIST_PAGES": pages.to_string()}}),
+            )
+        };
+        let at_bound = start(&paged(MAX_LIST_PAGES), &[]).await;
+        assert_eq!(at_bound.current_tools().unwrap().len(), all);
+        at_bound.shutdown().await;
+        let error = McpToolPlanSource::start(
+            &paged(MAX_LIST_PAGES + 1),
+            compiled(&[]),
+            vec![],
+            vec![],
+            quick_options(),
+        )
+        .await
+        .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains(&format!("more than {MAX_LIST_PAGES} pages")),
+            "{error}"
+        );
+    });
+}
+
+#[test]
 fn a_digest_mismatch_stops_the_launch_and_a_match_allows_it() {
     run(async {
         let error = McpToolPlanSource::start(

@@ -1,0 +1,527 @@
+//! The command line's shape, as clap derive types, and its parsing into a [`Parsed`]
+//! invocation with the agent's own error wording.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
+
+use crate::approval::ApprovalMode;
+
+/// The usage lines printed after an argument error (and, without the `usage: ` prefix, at
+/// the top of `--help`).
+pub const USAGE: &str = "usage: agent [--workspace DIR] [--mcp-config FILE] [--yes | --read-only] [--json] \
+[--max-turns N] [--suspend FILE | --resume FILE] [--authority DIR] \"task\"
+       agent tools [--workspace DIR] [--mcp-config FILE] [--json]
+       agent run [--daemon] [OPTIONS] \"task\"
+       agent serve [--fixture]
+       agent runs | attach RUN [--from SEQ] | suspend RUN | resume RUN | export RUN [-o FILE] | import FILE
+       every form also takes --log-format text|json, -v (repeatable) and -q; `agent --help` explains them";
+
+/// The turn limit when `--max-turns` is not given.
+pub const DEFAULT_MAX_TURNS: u32 = 8;
+
+const ABOUT: &str = "A small coding agent: it reads, searches and (with your approval) edits the files of one workspace.";
+
+const LONG_ABOUT: &str = "A small coding agent: it reads, searches and (with your approval) edits the \
+files of one workspace, streaming the model's answer, each tool call and a summary line.
+
+`agent \"task\"` (or `agent run \"task\"`) runs one task in this process. Mutating tool calls are \
+approved on the terminal (y/N) unless --yes approves all or --read-only refuses all; Ctrl-C cancels \
+the run (exit code 130). --suspend FILE stops after the first completed turn and writes a signed \
+snapshot; --resume FILE continues it, exactly once, through the per-user run authority.
+
+Logs go to stderr, filtered by RUST_LOG (default `warn`; -v, -vv, -vvv raise it to info, debug, \
+trace and -q lowers it to error); they never contain prompts, answers, tool arguments or results, \
+error text, paths or secrets. Run and call ids appear only as pseudonyms.";
+
+const AFTER_HELP: &str = "Examples:
+  agent \"What is this repository?\"
+  agent --workspace ../other --json \"List the sources\"
+  agent --yes --max-turns 4 \"Add a CHANGELOG.md\"
+  agent --suspend run.json \"Refactor the parser\" && agent --resume run.json
+  agent tools --mcp-config mcp.json
+  RUST_LOG=agent_logging=debug agent --log-format json \"Summarize README.md\"
+
+Exit codes: 0 done, 1 failed, 2 usage, 3-9 run-authority refusals (see docs/coding-agent.md),
+10 not supported by this build, 130 cancelled (Ctrl-C).";
+
+/// The log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Options every form takes.
+#[derive(Debug, Clone, Default, Args)]
+pub struct GlobalArgs {
+    /// The log line format on stderr.
+    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
+    /// More log detail (info, then debug, then trace); overrides RUST_LOG.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+    /// Only errors in the log; overrides RUST_LOG.
+    #[arg(short, long, global = true, conflicts_with = "verbose")]
+    pub quiet: bool,
+}
+
+/// The one-shot form's options and task (also `agent run`'s).
+#[derive(Debug, Clone, Default, Args)]
+pub struct TaskArgs {
+    /// The workspace root every tool is confined to (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Adds the tools of the MCP servers in FILE (`mcpServers` JSON).
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// Approves every mutating tool call.
+    #[arg(long)]
+    pub yes: bool,
+    /// Refuses every mutating tool call.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Prints the run's events as JSON lines instead of text.
+    #[arg(long)]
+    pub json: bool,
+    /// The most model turns the run may take (1 to 1000).
+    #[arg(long, value_name = "N", value_parser = parse_max_turns, default_value_t = DEFAULT_MAX_TURNS)]
+    pub max_turns: u32,
+    /// Stops after the first completed turn and writes a signed snapshot to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub suspend: Option<PathBuf>,
+    /// Verifies the snapshot in FILE and continues its run (exactly once).
+    #[arg(long, value_name = "FILE")]
+    pub resume: Option<PathBuf>,
+    /// The run authority's directory (default under the user's state directory).
+    #[arg(long, value_name = "DIR")]
+    pub authority: Option<PathBuf>,
+    /// The task, in words (joined by spaces).
+    #[arg(value_name = "TASK")]
+    pub task: Vec<String>,
+}
+
+impl TaskArgs {
+    /// The approval mode the flags select.
+    pub fn mode(&self) -> ApprovalMode {
+        if self.yes {
+            ApprovalMode::ApproveAll
+        } else if self.read_only {
+            ApprovalMode::ReadOnly
+        } else {
+            ApprovalMode::Ask
+        }
+    }
+
+    /// The task's words joined by spaces, if any.
+    pub fn task(&self) -> Option<String> {
+        (!self.task.is_empty()).then(|| self.task.join(" "))
+    }
+
+    fn validate(&self) -> Result<(), String> {
+        if self.yes && self.read_only {
+            return Err("--yes and --read-only exclude each other".to_owned());
+        }
+        if self.suspend.is_some() && self.resume.is_some() {
+            return Err("--suspend and --resume exclude each other".to_owned());
+        }
+        if self.task.is_empty() && self.resume.is_none() {
+            return Err("a task is required".to_owned());
+        }
+        Ok(())
+    }
+}
+
+fn parse_max_turns(value: &str) -> Result<u32, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (1..=agent_core::agent::MAX_TURNS).contains(n))
+        .ok_or_else(|| "needs a number from 1 to 1000".to_owned())
+}
+
+/// `agent tools`' options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ToolsArgs {
+    /// The workspace root (default: the current directory).
+    #[arg(long, value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Adds the tools of the MCP servers in FILE.
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// One JSON object per tool.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// `agent run`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// Runs the task in the local daemon (attaching to it, or starting one) instead of in
+    /// this process.
+    #[arg(long)]
+    pub daemon: bool,
+    /// The one-shot form's options and task.
+    #[command(flatten)]
+    pub task: TaskArgs,
+}
+
+/// `agent serve`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ServeArgs {
+    /// Also serves the two fixture definitions client tests use.
+    #[arg(long)]
+    pub fixture: bool,
+}
+
+/// A daemon run, named by its id.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunRef {
+    /// The run's id (as `agent runs` lists it).
+    #[arg(value_name = "RUN")]
+    pub run: String,
+}
+
+/// `agent attach`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct AttachArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunRef,
+    /// Replays the events after sequence SEQ, then follows (0: from the start).
+    #[arg(long, value_name = "SEQ", default_value_t = 0)]
+    pub from: u64,
+}
+
+/// `agent export`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ExportArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunRef,
+    /// Writes the snapshot envelope to FILE instead of stdout.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+/// `agent import`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ImportArgs {
+    /// The snapshot envelope to import.
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+}
+
+/// The subcommands.
+#[derive(Debug, Clone, Subcommand)]
+pub enum Command {
+    /// Lists every tool with its origin, effect, replay safety and capabilities.
+    Tools(ToolsArgs),
+    /// Runs one task: in this process, or in the local daemon with --daemon.
+    Run(RunArgs),
+    /// Runs the local daemon in the foreground (logs to stderr).
+    Serve(ServeArgs),
+    /// Lists the daemon's runs.
+    Runs,
+    /// Replays a daemon run's events from a sequence and follows it.
+    Attach(AttachArgs),
+    /// Suspends a daemon run.
+    Suspend(RunRef),
+    /// Resumes a suspended daemon run.
+    Resume(RunRef),
+    /// Exports a daemon run's signed snapshot.
+    Export(ExportArgs),
+    /// Imports a signed snapshot into the daemon.
+    Import(ImportArgs),
+}
+
+/// The whole command line.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "agent",
+    version,
+    about = ABOUT,
+    long_about = LONG_ABOUT,
+    after_help = AFTER_HELP,
+    override_usage = USAGE.strip_prefix("usage: ").unwrap_or(USAGE),
+    args_conflicts_with_subcommands = true,
+    disable_help_subcommand = true
+)]
+pub struct Cli {
+    /// Options every form takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The one-shot form (no subcommand).
+    #[command(flatten)]
+    pub task: TaskArgs,
+    /// The subcommand, if any.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// A subcommand the local daemon answers, with its arguments.
+#[derive(Debug, Clone)]
+pub enum DaemonRequest {
+    /// `agent serve`.
+    Serve(ServeArgs),
+    /// `agent run --daemon`.
+    Run(RunArgs),
+    /// `agent runs`.
+    Runs,
+    /// `agent attach`.
+    Attach(AttachArgs),
+    /// `agent suspend`.
+    Suspend(RunRef),
+    /// `agent resume`.
+    Resume(RunRef),
+    /// `agent export`.
+    Export(ExportArgs),
+    /// `agent import`.
+    Import(ImportArgs),
+}
+
+/// What to do, after parsing and validation.
+#[derive(Debug, Clone)]
+pub enum Invocation {
+    /// Run a task in this process (`agent "task"`, `agent run "task"`).
+    Task(TaskArgs),
+    /// `agent tools`.
+    Tools(ToolsArgs),
+    /// A subcommand the local daemon answers (`serve`, `run --daemon`, `runs`, ...).
+    Daemon(DaemonRequest),
+}
+
+/// A parsed command line.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// Options every form takes.
+    pub global: GlobalArgs,
+    /// What to do.
+    pub invocation: Invocation,
+}
+
+/// Why the command line was not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ParseOutcome {
+    /// `--help` or `--version`: print `text` to stdout and exit 0.
+    Info(String),
+    /// An argument error, worded for `agent: {0}`; exit 2 after the usage lines.
+    Usage(String),
+}
+
+/// Parses `args` (without the program name).
+///
+/// ```
+/// use coding_agent::cli::args::{Invocation, ParseOutcome, parse};
+///
+/// let parsed = parse(["--yes", "fix", "the", "bug"]).unwrap();
+/// let Invocation::Task(task) = parsed.invocation else { panic!("a task") };
+/// assert_eq!(task.task().as_deref(), Some("fix the bug"));
+/// assert_eq!(parse(["--frobnicate"]).unwrap_err(),
+///            ParseOutcome::Usage("unknown option --frobnicate".into()));
+/// ```
+pub fn parse<I, T>(args: I) -> Result<Parsed, ParseOutcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let argv = std::iter::once(OsString::from("agent")).chain(args.into_iter().map(Into::into));
+    let matches = Cli::command().try_get_matches_from(argv).map_err(outcome)?;
+    let cli = Cli::from_arg_matches(&matches).map_err(outcome)?;
+    let invocation = match cli.command {
+        None => {
+            cli.task.validate().map_err(ParseOutcome::Usage)?;
+            Invocation::Task(cli.task)
+        }
+        Some(Command::Run(run)) if !run.daemon => {
+            run.task.validate().map_err(ParseOutcome::Usage)?;
+            Invocation::Task(run.task)
+        }
+        Some(Command::Run(run)) => {
+            run.task.validate().map_err(ParseOutcome::Usage)?;
+            Invocation::Daemon(DaemonRequest::Run(run))
+        }
+        Some(Command::Tools(tools)) => Invocation::Tools(tools),
+        Some(Command::Serve(args)) => Invocation::Daemon(DaemonRequest::Serve(args)),
+        Some(Command::Runs) => Invocation::Daemon(DaemonRequest::Runs),
+        Some(Command::Attach(args)) => Invocation::Daemon(DaemonRequest::Attach(args)),
+        Some(Command::Suspend(args)) => Invocation::Daemon(DaemonRequest::Suspend(args)),
+        Some(Command::Resume(args)) => Invocation::Daemon(DaemonRequest::Resume(args)),
+        Some(Command::Export(args)) => Invocation::Daemon(DaemonRequest::Export(args)),
+        Some(Command::Import(args)) => Invocation::Daemon(DaemonRequest::Import(args)),
+    };
+    Ok(Parsed {
+        global: cli.global,
+        invocation,
+    })
+}
+
+/// A clap error in the agent's own words (`unknown option --x`, `--x needs a value`, ...).
+fn outcome(error: clap::Error) -> ParseOutcome {
+    let arg = || match error.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(arg)) => arg.split_whitespace().next().unwrap_or("").to_owned(),
+        _ => String::new(),
+    };
+    let message = match error.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            return ParseOutcome::Info(error.render().to_string());
+        }
+        ErrorKind::UnknownArgument => {
+            let arg = arg();
+            if arg.starts_with('-') {
+                format!("unknown option {arg}")
+            } else {
+                format!("unexpected argument {arg}")
+            }
+        }
+        ErrorKind::InvalidValue if matches!(error.get(ContextKind::InvalidValue), Some(ContextValue::String(v)) if v.is_empty()) =>
+        {
+            format!("{} needs a value", arg())
+        }
+        ErrorKind::ValueValidation => match std::error::Error::source(&error) {
+            Some(reason) => format!("{} {reason}", arg()),
+            None => first_line(&error),
+        },
+        ErrorKind::MissingRequiredArgument => match error.get(ContextKind::InvalidArg) {
+            Some(ContextValue::Strings(args)) => {
+                let names: Vec<&str> = args
+                    .iter()
+                    .map(|a| a.trim_matches(|c| c == '<' || c == '>'))
+                    .collect();
+                format!("{} is required", names.join(", "))
+            }
+            _ => first_line(&error),
+        },
+        ErrorKind::InvalidSubcommand => format!("unknown subcommand {}", arg()),
+        _ => first_line(&error),
+    };
+    ParseOutcome::Usage(message)
+}
+
+/// clap's own message, without its `error: ` prefix and the usage it appends.
+fn first_line(error: &clap::Error) -> String {
+    let rendered = error.render().to_string();
+    let line = rendered.lines().next().unwrap_or("invalid arguments");
+    line.strip_prefix("error: ").unwrap_or(line).to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn usage(args: &[&str]) -> String {
+        match parse(args.iter().copied()) {
+            Err(ParseOutcome::Usage(message)) => message,
+            other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_clap_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn errors_keep_the_agents_wording() {
+        assert_eq!(usage(&["--frobnicate", "t"]), "unknown option --frobnicate");
+        assert_eq!(usage(&["t", "--workspace"]), "--workspace needs a value");
+        assert_eq!(
+            usage(&["--max-turns", "0", "t"]),
+            "--max-turns needs a number from 1 to 1000"
+        );
+        assert_eq!(
+            usage(&["--read-only", "--yes", "t"]),
+            "--yes and --read-only exclude each other"
+        );
+        assert_eq!(usage(&[]), "a task is required");
+        assert_eq!(usage(&["run"]), "a task is required");
+        assert!(usage(&["attach"]).contains("RUN"), "{}", usage(&["attach"]));
+        assert_eq!(usage(&["tools", "--yes"]), "unknown option --yes");
+    }
+
+    #[test]
+    fn the_one_shot_form_and_run_agree() {
+        for args in [&["--json", "a", "b"][..], &["run", "--json", "a", "b"][..]] {
+            let parsed = parse(args.iter().copied()).unwrap();
+            let Invocation::Task(task) = parsed.invocation else {
+                panic!("{args:?}")
+            };
+            assert_eq!(task.task().as_deref(), Some("a b"));
+            assert!(task.json);
+            assert_eq!(task.max_turns, DEFAULT_MAX_TURNS);
+        }
+        let parsed = parse(["--log-format", "json", "-vv", "task"]).unwrap();
+        assert_eq!(parsed.global.log_format, LogFormat::Json);
+        assert_eq!(parsed.global.verbose, 2);
+        let parsed = parse(["runs", "-q"]).unwrap();
+        assert!(parsed.global.quiet);
+    }
+
+    #[test]
+    fn daemon_subcommands_parse_their_arguments() {
+        let daemon = |args: &[&str]| match parse(args.iter().copied()).unwrap().invocation {
+            Invocation::Daemon(command) => command,
+            other => panic!("{args:?}: {other:?}"),
+        };
+        assert!(matches!(
+            daemon(&["serve", "--fixture"]),
+            DaemonRequest::Serve(ServeArgs { fixture: true })
+        ));
+        assert!(matches!(
+            daemon(&["run", "--daemon", "task"]),
+            DaemonRequest::Run(RunArgs { daemon: true, .. })
+        ));
+        assert!(matches!(daemon(&["runs"]), DaemonRequest::Runs));
+        let DaemonRequest::Attach(attach) = daemon(&["attach", "r1", "--from", "7"]) else {
+            panic!("attach")
+        };
+        assert_eq!((attach.run.run.as_str(), attach.from), ("r1", 7));
+        assert!(
+            matches!(daemon(&["suspend", "r1"]), DaemonRequest::Suspend(RunRef { run }) if run == "r1")
+        );
+        assert!(
+            matches!(daemon(&["resume", "r1"]), DaemonRequest::Resume(RunRef { run }) if run == "r1")
+        );
+        let DaemonRequest::Export(export) = daemon(&["export", "r1", "-o", "out.json"]) else {
+            panic!("export")
+        };
+        assert_eq!(export.output, Some(PathBuf::from("out.json")));
+        assert!(
+            matches!(daemon(&["import", "in.json"]), DaemonRequest::Import(ImportArgs { file }) if file == std::path::Path::new("in.json"))
+        );
+        assert!(usage(&["attach", "r1", "--from", "x"]).contains("--from"));
+    }
+
+    #[test]
+    fn help_and_version_are_information() {
+        for args in [
+            &["--help"][..],
+            &["-h"][..],
+            &["--version"][..],
+            &["attach", "--help"][..],
+        ] {
+            assert!(
+                matches!(parse(args.iter().copied()), Err(ParseOutcome::Info(_))),
+                "{args:?}"
+            );
+        }
+        let Err(ParseOutcome::Info(help)) = parse(["--help"]) else {
+            panic!("help")
+        };
+        for expected in [
+            "Usage: agent [--workspace DIR]",
+            "serve",
+            "attach",
+            "--log-format",
+            "Examples:",
+            "RUST_LOG",
+        ] {
+            assert!(help.contains(expected), "{expected}:\n{help}");
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! The CLI's typed errors and their exit codes.
+
+use std::fmt;
+
+/// The exit code of an argument error.
+pub const EXIT_USAGE: u8 = 2;
+
+/// The exit code of a subcommand this build cannot run yet.
+pub const EXIT_UNSUPPORTED: u8 = 10;
+
+/// The exit code of a run cancelled by Ctrl-C.
+pub const EXIT_CANCELLED: u8 = 130;
+
+/// A subcommand that talks to the local daemon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum DaemonCommand {
+    /// `agent serve`.
+    Serve,
+    /// `agent run --daemon`.
+    RunDaemon,
+    /// `agent runs`.
+    Runs,
+    /// `agent attach`.
+    Attach,
+    /// `agent suspend`.
+    Suspend,
+    /// `agent resume`.
+    Resume,
+    /// `agent export`.
+    Export,
+    /// `agent import`.
+    Import,
+}
+
+impl DaemonCommand {
+    /// The subcommand as typed.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DaemonCommand::Serve => "serve",
+            DaemonCommand::RunDaemon => "run --daemon",
+            DaemonCommand::Runs => "runs",
+            DaemonCommand::Attach => "attach",
+            DaemonCommand::Suspend => "suspend",
+            DaemonCommand::Resume => "resume",
+            DaemonCommand::Export => "export",
+            DaemonCommand::Import => "import",
+        }
+    }
+}
+
+impl fmt::Display for DaemonCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why a CLI command stopped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum CliError {
+    /// The subcommand is recognised but this build cannot run it (exit code 10).
+    #[error("`agent {0}` is not supported by this build: its daemon transport is not linked in")]
+    Unsupported(DaemonCommand),
+    /// The log subscriber could not be installed (bad `RUST_LOG`, or one is installed).
+    #[error("logs: {0}")]
+    Logs(String),
+}
+
+impl CliError {
+    /// The process exit code.
+    ///
+    /// ```
+    /// use coding_agent::cli::{CliError, DaemonCommand};
+    ///
+    /// assert_eq!(CliError::Unsupported(DaemonCommand::Serve).exit_code(), 10);
+    /// ```
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Unsupported(_) => EXIT_UNSUPPORTED,
+            CliError::Logs(_) => EXIT_USAGE,
+        }
+    }
+}

@@ -1,0 +1,28 @@
+//! The `agent` command line: its clap definition ([`args`]), the log subscriber
+//! ([`logs`]), the spinner ([`progress`]), the daemon subcommands ([`daemon`]) and the
+//! typed errors ([`error`]). The one-shot run itself lives in the binary.
+
+pub mod args;
+pub mod daemon;
+pub mod error;
+pub mod logs;
+pub mod progress;
+
+pub use args::{Command, DaemonRequest, Invocation, ParseOutcome, Parsed, USAGE, parse};
+pub use error::{CliError, DaemonCommand, EXIT_CANCELLED, EXIT_UNSUPPORTED, EXIT_USAGE};
+
+use std::process::ExitCode;
+
+/// Runs a daemon subcommand through [`daemon`].
+pub async fn run_daemon_request(request: &DaemonRequest) -> Result<ExitCode, CliError> {
+    match request {
+        DaemonRequest::Serve(args) => daemon::serve(args).await,
+        DaemonRequest::Run(args) => daemon::run(args).await,
+        DaemonRequest::Runs => daemon::runs().await,
+        DaemonRequest::Attach(args) => daemon::attach(args).await,
+        DaemonRequest::Suspend(args) => daemon::suspend(args).await,
+        DaemonRequest::Resume(args) => daemon::resume(args).await,
+        DaemonRequest::Export(args) => daemon::export(args).await,
+        DaemonRequest::Import(args) => daemon::import(args).await,
+    }
+}
