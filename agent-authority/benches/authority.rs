@@ -7,20 +7,30 @@
 //! - `import/transaction`: `prepare_import` + `complete` with an inert fake kernel, end to
 //!   end on a real directory (lock, record read, verification, IMPORTING and ACTIVE writes);
 //! - `fsync/file` and `fsync/directory`: one small write + fsync of a file, and one fsync of
-//!   the store directory, in the same directory: the physical floor of every durable write.
+//!   the store directory, in the same directory: the physical floor of every durable write;
+//! - `record/{start,terminal}_{tmpfs,disk}`: the two records of a text run, apart:
+//!   `Store::start` (new lock file, lock, the check that no record exists, the ACTIVE write)
+//!   and `ActiveRun::terminal` (the COMPLETED write, unlock), on tmpfs (`/dev/shm`, where
+//!   fsync is nearly free) and under the system temp dir (real fsyncs);
+//!   `record/terminal_snapshot_*`: what a host's terminal monitor asks instead, signing a
+//!   650-byte terminal snapshot (a text run's size) and writing the COMPLETED tombstone;
+//! - `syscalls/{lock_file,atomic_write}_tmpfs`: the same file operations in plain `std`
+//!   calls on tmpfs, no MAC, no JSON: a new 0600 lock file created, locked, unlocked and
+//!   closed; a 270-byte atomic write (exclusive 0600 temp file, write, fsync, close, rename,
+//!   directory fsync): the floor under the two rows above.
 //!
-//! The import's fsync count is printed before the measurements. Run with
+//! The import's and each record's fsync counts are printed before the measurements. Run with
 //! `cargo bench -p agent-authority --bench authority`; results are in `docs/performance.md`.
 
 use std::hint::black_box;
 use std::io::Write;
-use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::PathBuf;
 
 use agent_authority::kernel::{ImportKernel, KernelError, PausedRun};
 use agent_authority::{
     HmacSnapshotAuthority, Lifecycle, ScopeId, SecretKey, SnapshotEnvelope, Store, StoreOptions,
-    fsync_count,
+    TerminalPhase, fsync_count,
 };
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
 
@@ -85,7 +95,11 @@ fn envelopes(c: &mut Criterion) {
 }
 
 fn temp_dir(name: &str) -> PathBuf {
-    let path = std::env::temp_dir().join(format!(
+    temp_dir_in(std::env::temp_dir(), name)
+}
+
+fn temp_dir_in(parent: PathBuf, name: &str) -> PathBuf {
+    let path = parent.join(format!(
         "agent-authority-bench-{}-{name}",
         std::process::id()
     ));
@@ -152,5 +166,99 @@ fn import(c: &mut Criterion) {
     let _ = std::fs::remove_dir_all(&base);
 }
 
-criterion_group!(benches, envelopes, import);
+fn records(c: &mut Criterion) {
+    let mut group = c.benchmark_group("record");
+    for (name, parent) in [
+        ("tmpfs", PathBuf::from("/dev/shm")),
+        ("disk", std::env::temp_dir()),
+    ] {
+        let base = temp_dir_in(parent, &format!("records-{name}"));
+        let store = Store::open(StoreOptions::new().directory(base.join("store"))).unwrap();
+        let mut n = 0u64;
+        let mut id = move || {
+            n += 1;
+            format!("run-{n}")
+        };
+        let before = fsync_count();
+        let mut run = store.start(&id()).unwrap();
+        let started = fsync_count();
+        run.terminal(TerminalPhase::Completed).unwrap();
+        println!(
+            "record/{name}: {} fsyncs per start, {} per terminal",
+            started - before,
+            fsync_count() - started
+        );
+        group.bench_function(format!("start_{name}"), |b| {
+            b.iter_batched(
+                &mut id,
+                |run_id| store.start(&run_id).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        group.bench_function(format!("terminal_{name}"), |b| {
+            b.iter_batched(
+                || store.start(&id()).unwrap(),
+                |mut run| run.terminal(TerminalPhase::Completed).unwrap(),
+                BatchSize::PerIteration,
+            )
+        });
+        // What a host's terminal monitor asks of the authority: sign the terminal snapshot
+        // (a text run's is about 650 bytes) and write the COMPLETED tombstone.
+        group.bench_function(format!("terminal_snapshot_{name}"), |b| {
+            b.iter_batched(
+                || {
+                    let run_id = id();
+                    let payload = payload(&run_id, 650);
+                    (store.start(&run_id).unwrap(), payload)
+                },
+                |(mut run, payload)| {
+                    run.issue_snapshot(Lifecycle::Completed, 6, payload)
+                        .unwrap()
+                },
+                BatchSize::PerIteration,
+            )
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(&base);
+    }
+    group.finish();
+
+    let base = temp_dir_in(PathBuf::from("/dev/shm"), "syscalls");
+    let dir = std::fs::File::open(&base).unwrap();
+    let mut group = c.benchmark_group("syscalls");
+    let mut n = 0u64;
+    let create = |path: PathBuf| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(path)
+            .unwrap()
+    };
+    group.bench_function("lock_file_tmpfs", |b| {
+        b.iter(|| {
+            n += 1;
+            let file = create(base.join(format!("run-{n}.lock")));
+            file.try_lock().unwrap();
+            file.unlock().unwrap();
+        })
+    });
+    let record = [b'x'; 270];
+    group.bench_function("atomic_write_tmpfs", |b| {
+        b.iter(|| {
+            n += 1;
+            let temp = base.join(format!(".run-{n}.state.tmp"));
+            let mut file = create(temp.clone());
+            file.write_all(&record).unwrap();
+            file.sync_all().unwrap();
+            drop(file);
+            std::fs::rename(&temp, base.join(format!("run-{n}.state"))).unwrap();
+            dir.sync_all().unwrap();
+        })
+    });
+    group.finish();
+    let _ = std::fs::remove_dir_all(&base);
+}
+
+criterion_group!(benches, envelopes, import, records);
 criterion_main!(benches);

@@ -286,7 +286,7 @@ impl SnapshotEnvelope {
             Ok(Ok(mac)) => mac,
             Ok(Err(_)) | Err(_) => return Err(AuthorityError::new(Reason::SignerFailed)),
         };
-        if envelope.to_json().len() > MAX_ENVELOPE_BYTES {
+        if envelope.encoded_len() > MAX_ENVELOPE_BYTES {
             return Err(StructuralError::TooLarge.into());
         }
         Ok(envelope)
@@ -356,12 +356,23 @@ impl SnapshotEnvelope {
 
     /// The compact JSON encoding (members in declaration order, lowercase hex).
     pub fn to_json(&self) -> Vec<u8> {
+        self.encode_with(&self.payload)
+    }
+
+    /// `to_json().len()` without copying the payload: the payload is written raw, so the
+    /// encoding with a one-byte payload in its place is shorter by exactly the rest of it.
+    fn encoded_len(&self) -> usize {
+        let one = RawValue::from_string("0".to_owned()).unwrap_or_else(|_| unreachable!());
+        self.encode_with(&one).len() - 1 + self.payload.get().len()
+    }
+
+    fn encode_with(&self, payload: &RawValue) -> Vec<u8> {
         let wire = WireOut {
             format: SNAPSHOT_FORMAT,
             run_id: &self.run_id,
             last_sequence: self.last_sequence,
             lifecycle: self.lifecycle.number(),
-            payload: &self.payload,
+            payload,
             sha256: hex_encode(&self.sha256),
             authority: WireAuthority {
                 scope_id: self.authority.scope_id.to_hex(),
@@ -490,6 +501,32 @@ impl SnapshotVerifier for HmacSnapshotAuthority {
             Ok(())
         } else {
             Err(AuthorityError::new(Reason::Rejected))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_encoded_length_is_the_length_of_the_encoding() {
+        let authority = HmacSnapshotAuthority::new(
+            ScopeId::from_bytes([1; 32]),
+            u64::MAX,
+            SecretKey::from_bytes([2; 32]),
+        )
+        .unwrap();
+        for (run_id, sequence) in [
+            ("run-1", 1),
+            ("run \"quoted\" \\ back/slash é 💡", MAX_LAST_SEQUENCE),
+        ] {
+            let text = serde_json::json!({"run_id": run_id, "pad": "x".repeat(300)});
+            let payload = serde_json::to_vec(&text).unwrap();
+            let envelope =
+                SnapshotEnvelope::sign(&authority, run_id, sequence, Lifecycle::Cancelled, payload)
+                    .unwrap();
+            assert_eq!(envelope.encoded_len(), envelope.to_json().len());
         }
     }
 }

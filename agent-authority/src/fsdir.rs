@@ -203,26 +203,46 @@ impl BoundDir {
         Ok(Some(bytes))
     }
 
+    /// Whether `name` exists (as anything, symlinks not followed).
+    pub(crate) fn exists(&self, name: &str) -> Result<bool, AuthorityError> {
+        match rustix::fs::statat(&self.fd, name, AtFlags::SYMLINK_NOFOLLOW) {
+            Ok(_) => Ok(true),
+            Err(Errno::NOENT) => Ok(false),
+            Err(errno) => Err(io_error(errno)),
+        }
+    }
+
     /// Opens (creating 0600 when absent) a stable lock file; never replaced, never removed.
+    ///
+    /// A new lock file is not made durable here: no lock survives a crash, so nothing
+    /// depends on the file's directory entry surviving one (a lost entry is recreated by
+    /// the next open), and every record written under the lock syncs the directory
+    /// before the record counts, which persists the lock file's entry with it.
     pub(crate) fn open_lock(&self, name: &str) -> Result<File, AuthorityError> {
         let flags = OFlags::RDWR | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-        let fd = match rustix::fs::openat(
+        let (fd, created) = match rustix::fs::openat(
             &self.fd,
             name,
             flags | OFlags::CREATE | OFlags::EXCL,
             Mode::from_raw_mode(FILE_MODE),
         ) {
-            Ok(fd) => {
-                rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(io_error)?;
-                fsync(&self.fd).map_err(|e| AuthorityError::io(&e))?;
-                fd
-            }
-            Err(Errno::EXIST) => {
-                rustix::fs::openat(&self.fd, name, flags, Mode::empty()).map_err(io_error)?
-            }
+            Ok(fd) => (fd, true),
+            Err(Errno::EXIST) => (
+                rustix::fs::openat(&self.fd, name, flags, Mode::empty()).map_err(io_error)?,
+                false,
+            ),
             Err(errno) => return Err(io_error(errno)),
         };
-        self.check(&fd)?;
+        let mut stat = rustix::fs::fstat(&fd).map_err(io_error)?;
+        // The umask may have narrowed the mode of the file we just made (it is ours):
+        // widen it back to exactly 0600. An existing file is only checked.
+        if created && mode_bits(&stat) != FILE_MODE {
+            rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(io_error)?;
+            stat = rustix::fs::fstat(&fd).map_err(io_error)?;
+        }
+        if !trusted_file(&stat, self.uid) {
+            return Err(untrusted());
+        }
         Ok(File::from(fd))
     }
 
@@ -241,6 +261,18 @@ impl BoundDir {
             Ok(_) | Err(Errno::NOENT) => {}
             Err(errno) => return Err(io_error(errno)),
         }
+        self.write_absent(name, bytes, observe)
+    }
+
+    /// [`write_atomic`](Self::write_atomic) without its first step, for a destination the
+    /// caller has just seen absent ([`exists`](Self::exists)) while holding the lock every
+    /// writer of `name` holds: there is no existing destination to validate.
+    pub(crate) fn write_absent(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        observe: &mut dyn FnMut(WriteStage) -> Result<(), AuthorityError>,
+    ) -> Result<(), AuthorityError> {
         let suffix: [u8; 12] = random().map_err(|_| AuthorityError::new(Reason::Randomness))?;
         let temp = format!(".{name}.{}.tmp", hex_encode(&suffix));
         let fd = rustix::fs::openat(

@@ -107,6 +107,7 @@ impl Record {
         }
     }
 
+    #[cfg(test)]
     fn mac(&self, root: &SecretKey) -> [u8; MAC_BYTES] {
         root.mac_lp(&[RECORD_DOMAIN.as_bytes(), &self.json()])
     }
@@ -118,15 +119,10 @@ impl Record {
 
     /// The file bytes: the signed record and a newline.
     pub(crate) fn encode(&self, root: &SecretKey) -> Vec<u8> {
-        let signed = SignedRecord {
-            record: self.clone(),
-            hmac_sha256: hex_encode(&self.mac(root)),
-        };
-        let mut bytes = serde_json::to_vec(&signed).unwrap_or_default();
-        bytes.push(b'\n');
-        bytes
+        let json = self.json();
+        let mac = root.mac_lp(&[RECORD_DOMAIN.as_bytes(), &json]);
+        signed_bytes(&json, &mac)
     }
-
     /// Strict decoding: exactly the canonical encoding (so one record has one spelling),
     /// a valid MAC, then the field rules against `expect`.
     pub(crate) fn decode(
@@ -140,10 +136,12 @@ impl Record {
         }
         let signed: SignedRecord = serde_json::from_slice(bytes).map_err(|_| invalid())?;
         let mac = hex_decode::<MAC_BYTES>(&signed.hmac_sha256).ok_or_else(invalid)?;
-        if !root.verify_lp(&[RECORD_DOMAIN.as_bytes(), &signed.record.json()], &mac) {
+        let json = signed.record.json();
+        if !root.verify_lp(&[RECORD_DOMAIN.as_bytes(), &json], &mac) {
             return Err(invalid());
         }
-        if signed.record.encode(root) != bytes {
+        // The canonical spelling of this record under this (verified) MAC.
+        if signed_bytes(&json, &mac) != bytes {
             return Err(invalid());
         }
         let record = signed.record;
@@ -170,6 +168,24 @@ impl Record {
         }
         Ok(record)
     }
+}
+
+/// The compact JSON of `{"record": <json>, "hmac_sha256": "<hex of mac>"}` and a newline:
+/// byte for byte what serializing the signed record gives, without serializing the record
+/// a second time (the MAC was computed over `json`).
+fn signed_bytes(json: &[u8], mac: &[u8; MAC_BYTES]) -> Vec<u8> {
+    const HEAD: &[u8] = b"{\"record\":";
+    const MIDDLE: &[u8] = b",\"hmac_sha256\":\"";
+    const TAIL: &[u8] = b"\"}\n";
+    let hex = hex_encode(mac);
+    let mut bytes =
+        Vec::with_capacity(HEAD.len() + json.len() + MIDDLE.len() + hex.len() + TAIL.len());
+    bytes.extend_from_slice(HEAD);
+    bytes.extend_from_slice(json);
+    bytes.extend_from_slice(MIDDLE);
+    bytes.extend_from_slice(hex.as_bytes());
+    bytes.extend_from_slice(TAIL);
+    bytes
 }
 
 #[cfg(test)]
@@ -212,6 +228,35 @@ mod tests {
             ..expect(&scope)
         };
         assert!(Record::decode(&bytes, &root, &wrong_generation).is_err());
+    }
+
+    #[test]
+    fn the_file_bytes_are_the_serialized_signed_record() {
+        let root = SecretKey::from_bytes([9; 32]);
+        let scope = ScopeId::from_bytes([3; 32]);
+        let claim = SnapshotClaim {
+            format: SNAPSHOT_FORMAT.to_owned(),
+            last_sequence: 4,
+            lifecycle: 1,
+            payload_sha256: "00".repeat(32),
+            authority_hmac_sha256: "11".repeat(32),
+        };
+        let quoted = Expect {
+            run_id: "run \"quoted\" \\ é",
+            ..expect(&scope)
+        };
+        for record in [
+            Record::new(&expect(&scope), 7, Phase::Active, None),
+            Record::new(&quoted, 1, Phase::Suspended, Some(claim)),
+        ] {
+            let signed = SignedRecord {
+                record: record.clone(),
+                hmac_sha256: hex_encode(&record.mac(&root)),
+            };
+            let mut serialized = serde_json::to_vec(&signed).unwrap();
+            serialized.push(b'\n');
+            assert_eq!(record.encode(&root), serialized);
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::kernel::{
     ImportKernel, KernelError, LocalReservation, PausedRun, contained, contained_abort,
 };
 use crate::record::{Phase, SnapshotClaim};
-use crate::store::{Inner, Lease, Step};
+use crate::store::{Destination, Inner, Lease, Step};
 
 pub(crate) enum RunState {
     Active,
@@ -99,9 +99,20 @@ impl ActiveRun {
         phase: Phase,
         snapshot: Option<SnapshotClaim>,
     ) -> Result<(), AuthorityError> {
+        self.write_to(Destination::Checked, generation, phase, snapshot)
+    }
+
+    /// [`write`](Self::write) with what the caller knows about the destination.
+    pub(crate) fn write_to(
+        &mut self,
+        destination: Destination,
+        generation: u64,
+        phase: Phase,
+        snapshot: Option<SnapshotClaim>,
+    ) -> Result<(), AuthorityError> {
         match self
             .lease
-            .write_record(&self.run_id, generation, phase, snapshot)
+            .write_record_to(destination, &self.run_id, generation, phase, snapshot)
         {
             Ok(()) => Ok(()),
             Err(_) => {

@@ -216,9 +216,32 @@ impl Lease {
         }
     }
 
+    /// Whether the run has a record file (valid or not); under the run's lock this proves
+    /// the record absent until this process writes one.
+    pub(crate) fn record_exists(&self, run_id: &str) -> Result<bool, AuthorityError> {
+        self.dir.exists(&format!("{}.state", file_stem(run_id)))
+    }
+
     /// Writes the record. Every failure once this is called counts as attempted.
     pub(crate) fn write_record(
         &self,
+        run_id: &str,
+        run_generation: u64,
+        phase: Phase,
+        snapshot: Option<SnapshotClaim>,
+    ) -> Result<(), AuthorityError> {
+        self.write_record_to(
+            Destination::Checked,
+            run_id,
+            run_generation,
+            phase,
+            snapshot,
+        )
+    }
+
+    pub(crate) fn write_record_to(
+        &self,
+        destination: Destination,
         run_id: &str,
         run_generation: u64,
         phase: Phase,
@@ -233,12 +256,24 @@ impl Lease {
         let bytes = record.encode(&self.identity.root);
         let name = format!("{}.state", file_stem(run_id));
         let inner = &self.inner;
-        self.dir
-            .write_atomic(&name, &bytes, &mut |stage| match stage {
-                WriteStage::TempSynced => inner.step(Step::TempSynced(phase)),
-                WriteStage::Renamed => inner.step(Step::Renamed(phase)),
-            })
+        let mut observe = |stage| match stage {
+            WriteStage::TempSynced => inner.step(Step::TempSynced(phase)),
+            WriteStage::Renamed => inner.step(Step::Renamed(phase)),
+        };
+        match destination {
+            Destination::Checked => self.dir.write_atomic(&name, &bytes, &mut observe),
+            Destination::Absent => self.dir.write_absent(&name, &bytes, &mut observe),
+        }
     }
+}
+
+/// What a record write knows about the file it replaces.
+#[derive(Clone, Copy)]
+pub(crate) enum Destination {
+    /// Anything: an existing destination is validated first.
+    Checked,
+    /// Seen absent under the run's lock ([`Lease::record_exists`]): nothing to validate.
+    Absent,
 }
 
 /// The durable state of one run, as [`Store::inspect`] reads it.
@@ -371,9 +406,16 @@ impl Store {
             return Err(AuthorityError::new(Reason::Uncertain));
         }
         let lock = lease.lock_run(run_id)?;
-        if lease.read_record(run_id)?.is_some() {
-            return Err(AuthorityError::new(Reason::RunExists));
-        }
+        // One `fstatat` proves the usual case (no record) under the lock; only a file that
+        // is there is read, to tell a valid record (exists) from a tampered one.
+        let destination = if lease.record_exists(run_id)? {
+            if lease.read_record(run_id)?.is_some() {
+                return Err(AuthorityError::new(Reason::RunExists));
+            }
+            Destination::Checked
+        } else {
+            Destination::Absent
+        };
         let mut run = ActiveRun {
             lease,
             run_id: run_id.to_owned(),
@@ -383,7 +425,7 @@ impl Store {
             uncertain: false,
             close_reported: false,
         };
-        run.write(1, Phase::Active, None)?;
+        run.write_to(destination, 1, Phase::Active, None)?;
         Ok(run)
     }
 

@@ -17,7 +17,7 @@ use agent_core::message::Message;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio::sync::Notify;
-use tokio::task::JoinHandle;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::definition::DefinitionSet;
@@ -322,7 +322,10 @@ struct Inner {
     sources: Vec<Arc<dyn HealthSource>>,
     state: Mutex<State>,
     changed: Notify,
-    monitors: Mutex<Vec<JoinHandle<()>>>,
+    /// The terminal monitors still running, plus the finished ones not reaped yet: each
+    /// publish reaps the finished ones, so the set holds about the active runs rather than
+    /// every run the host ever started.
+    monitors: Mutex<Monitors>,
     shutdown: tokio::sync::Mutex<Option<Result<(), HostError>>>,
 }
 
@@ -581,7 +584,7 @@ impl RunHost {
                 sources: config.health_sources,
                 state: Mutex::new(State::default()),
                 changed: Notify::new(),
-                monitors: Mutex::new(Vec::new()),
+                monitors: Mutex::new(Monitors::default()),
                 shutdown: tokio::sync::Mutex::new(None),
             }),
         })
@@ -770,14 +773,14 @@ impl RunHost {
         slot.published = true;
         let hold = inner.sessions.hold(client);
         let host = self.clone();
-        let monitor = tokio::spawn(async move {
-            host.monitor(run_id, hosted, binding, hold).await;
-        });
-        inner
+        let mut monitors = inner
             .monitors
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(monitor);
+            .unwrap_or_else(PoisonError::into_inner);
+        monitors.reap();
+        monitors.tasks.spawn(async move {
+            host.monitor(run_id, hosted, binding, hold).await;
+        });
     }
 
     /// The terminal monitor: waits for the kernel run to end, records its terminal
@@ -1387,17 +1390,19 @@ impl RunHost {
         }
         inner.engine.shutdown().await;
         inner.runs_root.cancel();
-        let monitors = std::mem::take(
+        let mut monitors = Detaching(std::mem::take(
             &mut *inner
                 .monitors
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner),
-        );
-        for monitor in monitors {
-            if monitor.await.is_err() {
-                inner.degrade(Degradation::CleanupUnavailable);
-                result = Err(HostError::Unavailable);
-            }
+        ));
+        let mut failed = std::mem::take(&mut monitors.0.failed);
+        while let Some(joined) = monitors.0.tasks.join_next().await {
+            failed |= joined.is_err();
+        }
+        if failed {
+            inner.degrade(Degradation::CleanupUnavailable);
+            result = Err(HostError::Unavailable);
         }
         let drain = CancellationToken::new();
         let timer = {
@@ -1418,6 +1423,34 @@ impl RunHost {
         }
         *done = Some(result.clone());
         result
+    }
+}
+
+/// The terminal monitors' tasks, and whether one that was reaped early had panicked (shutdown
+/// reports it as it reports a monitor it joins itself).
+#[derive(Default)]
+struct Monitors {
+    tasks: JoinSet<()>,
+    failed: bool,
+}
+
+impl Monitors {
+    /// Drops the finished tasks, remembering a panic.
+    fn reap(&mut self) {
+        while let Some(joined) = self.tasks.try_join_next() {
+            self.failed |= joined.is_err();
+        }
+    }
+}
+
+/// Monitors taken by a shutdown: if the shutdown's future is dropped before it joined them
+/// all, the rest keep running (dropping a `JoinSet` would abort them, cutting a run's
+/// cleanup short).
+struct Detaching(Monitors);
+
+impl Drop for Detaching {
+    fn drop(&mut self) {
+        self.0.tasks.detach_all();
     }
 }
 
@@ -1500,6 +1533,16 @@ impl EventObservation {
     /// fenced (reconnect), or the host stopped.
     pub async fn next(&mut self) -> Option<Envelope> {
         let tail = self.tail.as_mut()?;
+        // An event already queued is taken without registering on the two tokens, with the
+        // same priority as below: a fenced or stopped stream delivers nothing.
+        if self.lease.token().is_cancelled() || self.stop.is_cancelled() {
+            return None;
+        }
+        match tail.try_next() {
+            Ok(Some(event)) => return Some(event),
+            Err(_) => return None,
+            Ok(None) => {}
+        }
         tokio::select! {
             biased;
             () = self.lease.token().cancelled() => None,
@@ -1554,5 +1597,45 @@ impl InteractionObservation {
     /// Ends the stream and releases its lease.
     pub fn close(mut self) {
         self.lease.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Reaps until at most `left` tasks remain; bounded.
+    async fn reap_until(
+        monitors: &mut Monitors,
+        left: usize,
+    ) -> Result<(), tokio::time::error::Elapsed> {
+        let work = async {
+            while monitors.tasks.len() > left {
+                tokio::task::yield_now().await;
+                monitors.reap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), work).await
+    }
+
+    #[tokio::test]
+    async fn reaping_drops_finished_monitors_keeps_running_ones_and_remembers_a_panic() {
+        let mut monitors = Monitors::default();
+        let (release, running) = tokio::sync::oneshot::channel::<()>();
+        monitors.tasks.spawn(async move {
+            let _ = running.await;
+        });
+        for _ in 0..3 {
+            monitors.tasks.spawn(async {});
+        }
+        monitors.tasks.spawn(async { panic!("a monitor panics") });
+        reap_until(&mut monitors, 1)
+            .await
+            .expect("finished monitors are reaped");
+        assert!(monitors.failed, "the panic is remembered for shutdown");
+        release.send(()).unwrap();
+        reap_until(&mut monitors, 0)
+            .await
+            .expect("the last monitor is reaped once it finished");
     }
 }
