@@ -347,8 +347,9 @@ impl EventLog {
             inner: Mutex::new(Inner {
                 closed: false,
                 last: last_sequence,
-                // A short run writes six to a dozen events: one allocation, no regrowth.
-                entries: VecDeque::with_capacity(limits.max_events.min(8)),
+                // A short run writes six to a dozen events (a text run six, a run with one
+                // tool round twelve): one allocation, no regrowth.
+                entries: VecDeque::with_capacity(limits.max_events.min(12)),
                 bytes: 0,
                 stats: LogStats::default(),
                 subscribers: Vec::new(),
