@@ -130,8 +130,9 @@ for round in $(seq 1 "$rounds"); do
         [ -n "$values" ] || die "round $round: no result for $name in the original's output"
         median="$(printf '%s\n' "$values" | sort -g | awk '{ v[NR] = $1 } END {
             if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }')"
+        # The middle one of the -count runs, like the time (the first may differ by one).
         allocs="$(awk -v n="$name" '($1 == n || index($1, n "-") == 1) && $8 == "allocs/op" { print $7 }' \
-            "$work/go-$round.txt" | sort -g | tail -n 1)"
+            "$work/go-$round.txt" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }')"
         record original "$w" "$median"
         [ -n "$allocs" ] || die "round $round: no allocs/op for $name in the original's output"
         record original-allocs "$w" "$allocs"
