@@ -502,13 +502,8 @@ async fn run_turn(
             progress: CallProgress::NotStarted,
         })
         .collect();
-    if parts.is_empty() {
-        // Reuses the calls' buffer when a part is no larger than a call.
-        parts = calls.into_iter().map(Part::ToolCall).collect();
-    } else {
-        parts.reserve(calls.len());
-        parts.extend(calls.into_iter().map(Part::ToolCall));
-    }
+    parts.reserve(calls.len());
+    parts.extend(calls.into_iter().map(Part::ToolCall));
     let request_message = Message::new(Role::Assistant, parts)
         .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
     state.push(request_message)?;
