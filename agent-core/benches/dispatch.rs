@@ -1,6 +1,7 @@
 //! Cost of one tool call through the dispatch layers.
 //!
-//! Three ways to run the same trivial tool, on a current-thread tokio runtime:
+//! Three ways to run the same trivial tool, and the pipeline taken apart, on a current-thread
+//! tokio runtime:
 //!
 //! - `dispatch/direct`: `tool.execute(call, ToolContext::new(..))`, no dispatcher at all;
 //! - `dispatch/dispatcher`: the canonical [`Dispatcher`];
