@@ -1,11 +1,16 @@
 //! Cost of one tool call through the dispatch layers.
 //!
-//! Three ways to run the same trivial tool, on a current-thread tokio runtime:
+//! Three ways to run the same trivial tool, and the pipeline taken apart, on a current-thread
+//! tokio runtime:
 //!
 //! - `dispatch/direct`: `tool.execute(call, ToolContext::new(..))`, no dispatcher at all;
 //! - `dispatch/dispatcher`: the canonical [`Dispatcher`];
 //! - `dispatch/pipeline_3d_2g`: [`compose_pipeline`] over that dispatcher with three
-//!   decorators that only forward and two guards that only call [`Next::run`].
+//!   decorators that only forward and two guards that only call [`Next::run`];
+//! - `dispatch/pipeline_0d_0g`, `dispatch/pipeline_3d_0g` and `dispatch/pipeline_0d_2g`:
+//!   the same pipeline with no layers, only the decorators, or only the guards, which take
+//!   the full pipeline's cost apart (the composed layer's binding, the decorators, the
+//!   guards).
 //!
 //! Every variant clones the one [`Call`] once per iteration (the direct call by hand, the
 //! dispatcher internally), so the differences are the layers' own cost. Run with
@@ -100,8 +105,12 @@ fn dispatch(c: &mut Criterion) {
     let guards: Vec<Arc<dyn ToolDispatchGuard>> = vec![Arc::new(Allow), Arc::new(Allow)];
     let decorators: Vec<Arc<dyn ToolDispatchDecorator>> =
         vec![Arc::new(Forward), Arc::new(Forward), Arc::new(Forward)];
-    let pipeline =
-        compose_pipeline(dispatcher.clone(), guards, decorators).expect("a valid pipeline");
+    let pipeline = compose_pipeline(dispatcher.clone(), guards.clone(), decorators.clone())
+        .expect("a valid pipeline");
+    let bare = compose_pipeline(dispatcher.clone(), Vec::new(), Vec::new()).expect("a pipeline");
+    let decorated =
+        compose_pipeline(dispatcher.clone(), Vec::new(), decorators).expect("a pipeline");
+    let guarded = compose_pipeline(dispatcher.clone(), guards, Vec::new()).expect("a pipeline");
 
     let call = Call::new("call-1", "echo", json!({ "text": "hello" })).expect("a valid call");
     let scope = DispatchScope::new(
@@ -128,7 +137,12 @@ fn dispatch(c: &mut Criterion) {
         runtime.block_on(dispatcher.dispatch(request)),
         Ok(expected.clone())
     );
-    assert_eq!(runtime.block_on(pipeline.dispatch(request)), Ok(expected));
+    for layers in [&pipeline, &bare, &decorated, &guarded] {
+        assert_eq!(
+            runtime.block_on(layers.dispatch(request)),
+            Ok(expected.clone())
+        );
+    }
 
     let mut group = c.benchmark_group("dispatch");
     group.bench_function("direct", |b| {
@@ -147,6 +161,16 @@ fn dispatch(c: &mut Criterion) {
         b.to_async(&runtime)
             .iter(|| pipeline.dispatch(black_box(request)));
     });
+    for (name, layers) in [
+        ("pipeline_0d_0g", &bare),
+        ("pipeline_3d_0g", &decorated),
+        ("pipeline_0d_2g", &guarded),
+    ] {
+        group.bench_function(name, |b| {
+            b.to_async(&runtime)
+                .iter(|| layers.dispatch(black_box(request)));
+        });
+    }
     group.finish();
 }
 

@@ -7,7 +7,7 @@ use super::identity::PlanIdentity;
 use super::inner::EngineInner;
 use super::ledger::Release;
 use super::release::release_bounded;
-use super::run::{EmitError, RunRequester, RunShared, SnapshotData, failure_for};
+use super::run::{EmitError, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
 use crate::event::EventLog;
@@ -82,14 +82,46 @@ enum CallProgress {
     Failed(ExecutionState, RetryDisposition),
 }
 
+/// Where a call of the open round sits in history: the assistant message that requested it
+/// and its part there. The round reads its calls from history instead of keeping copies of
+/// them (history is only ever appended to, so the position stays valid).
+#[derive(Debug, Clone, Copy)]
+struct CallAt {
+    message: usize,
+    part: usize,
+}
+
+impl CallAt {
+    /// The latest request of call `id` in history.
+    fn find<'h>(history: &'h [Message], id: &str) -> Option<(CallAt, &'h Call)> {
+        history.iter().enumerate().rev().find_map(|(message, m)| {
+            m.parts().iter().enumerate().find_map(|(part, p)| match p {
+                Part::ToolCall(call) if call.id() == id => Some((CallAt { message, part }, call)),
+                _ => None,
+            })
+        })
+    }
+
+    fn call(self, history: &[Message]) -> Option<&Call> {
+        match history.get(self.message)?.parts().get(self.part)? {
+            Part::ToolCall(call) => Some(call),
+            _ => None,
+        }
+    }
+}
+
 struct OpenCall {
-    call: Call,
+    at: CallAt,
     facts: Option<Arc<ToolFacts>>,
     progress: CallProgress,
 }
 
 impl OpenCall {
-    fn unfinished(&self) -> Option<UnfinishedCall> {
+    fn unfinished(&self, history: &[Message]) -> Option<UnfinishedCall> {
+        let Some(call) = self.at.call(history) else {
+            debug_assert!(false, "an open call is always in history");
+            return None;
+        };
         let effect = self.facts.as_ref().map(|f| f.effect);
         let (state, retry) = match self.progress {
             CallProgress::Done => return None,
@@ -106,8 +138,8 @@ impl OpenCall {
             }
         };
         Some(UnfinishedCall {
-            call_id: self.call.id().to_owned(),
-            name: self.call.name().to_owned(),
+            call_id: call.id().to_owned(),
+            name: call.name().to_owned(),
             state,
             effect,
             replay_safety: self.facts.as_ref().map(|f| f.replay_safety),
@@ -127,21 +159,24 @@ pub(crate) struct LoopState {
     round: Vec<OpenCall>,
     /// Calls a resumed snapshot left open, settled at the start of the first turn.
     pending: Vec<UnfinishedCall>,
-    requester: Option<Arc<dyn Requester>>,
 }
 
 impl LoopState {
     pub(crate) fn fresh(input: Message) -> Self {
+        // Four messages is what the first append would grow the history to anyway; reserving
+        // them up front saves that reallocation in every run that uses a tool.
+        let history_bytes = input.size_bytes();
+        let mut history = Vec::with_capacity(4);
+        history.push(input);
         LoopState {
-            history_bytes: input.size_bytes(),
-            history: Arc::new(vec![input]),
+            history_bytes,
+            history: Arc::new(history),
             completed_turns: 0,
             fresh: true,
             usage: Usage::default(),
             answer: String::new(),
             round: Vec::new(),
             pending: Vec::new(),
-            requester: None,
         }
     }
 
@@ -159,7 +194,6 @@ impl LoopState {
             answer,
             round: Vec::new(),
             pending: snapshot.unfinished_calls,
-            requester: None,
         }
     }
 
@@ -452,20 +486,28 @@ async fn run_turn(
         return Ok(true);
     }
     check_call_ids(&state.history, &calls)?;
+    // The round refers to the calls where the request message keeps them.
+    let message = state.history.len();
     let mut parts = text_parts(&text);
-    parts.reserve(calls.len());
-    parts.extend(calls.iter().cloned().map(Part::ToolCall));
-    let request_message = Message::new(Role::Assistant, parts)
-        .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
-    state.push(request_message)?;
-    state.round = calls
-        .into_iter()
-        .map(|call| OpenCall {
+    let first = parts.len();
+    let round = calls
+        .iter()
+        .enumerate()
+        .map(|(offset, call)| OpenCall {
             facts: shared.lease.facts(call.name()).cloned(),
-            call,
+            at: CallAt {
+                message,
+                part: first + offset,
+            },
             progress: CallProgress::NotStarted,
         })
         .collect();
+    parts.reserve(calls.len());
+    parts.extend(calls.into_iter().map(Part::ToolCall));
+    let request_message = Message::new(Role::Assistant, parts)
+        .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
+    state.push(request_message)?;
+    state.round = round;
     for index in 0..state.round.len() {
         run_call(shared, state, turn, index).await?;
     }
@@ -626,10 +668,7 @@ async fn run_call(
     turn: u32,
     index: usize,
 ) -> Result<(), RunError> {
-    let requester = state
-        .requester
-        .get_or_insert_with(|| Arc::new(RunRequester(shared.clone())))
-        .clone();
+    let requester: Arc<dyn Requester> = shared.clone();
     // Built before `tool.started`, so nothing can fail between a committed start and the
     // dispatch.
     let scope = DispatchScope::new(
@@ -641,8 +680,15 @@ async fn run_call(
     .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?
     .with_requester(requester);
     let entry = &state.round[index];
-    let (call_id, name) = (entry.call.id().to_owned(), entry.call.name().to_owned());
+    let at = entry.at;
     let facts = entry.facts.clone();
+    let Some(call) = at.call(&state.history) else {
+        return Err(RunError::with(
+            FailureCode::ModelProtocol,
+            Protocol("an open call is missing from history"),
+        ));
+    };
+    let (call_id, name) = (call.id().to_owned(), call.name().to_owned());
     let started = Event::ToolStarted(ToolStarted {
         version: ToolStartedVersion,
         call_id: call_id.clone(),
@@ -682,7 +728,6 @@ async fn run_call(
         ));
     }
     let outcome = {
-        let call = &state.round[index].call;
         let dispatcher = shared.lease.dispatcher_ref();
         let request = DispatchRequest {
             cancel: &shared.cancel,
@@ -710,13 +755,22 @@ async fn run_call(
             } else {
                 ToolOutcome::Success
             };
+            // The result's own strings move into history: its call id when it is the
+            // call's (the canonical dispatcher guarantees that; another plan's may not), and
+            // its content.
+            let (result_call_id, content) = result.into_parts();
+            let part_call_id = if result_call_id == call_id {
+                result_call_id
+            } else {
+                call_id.clone()
+            };
             let completed =
-                Event::ToolCompleted(ToolCompleted::new(call_id.clone(), name.clone(), outcome));
+                Event::ToolCompleted(ToolCompleted::new(call_id, name.clone(), outcome));
             let emitted = shared.emit(completed, true).await;
             let part = Part::ToolResult(ToolResultPart {
-                call_id,
+                call_id: part_call_id,
                 name,
-                content: result.content().to_owned(),
+                content,
                 problem,
             });
             let message = Message::new(Role::Tool, vec![part])
@@ -779,20 +833,14 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
     let pending = std::mem::take(&mut state.pending);
     let mut round = Vec::with_capacity(pending.len());
     for unfinished in &pending {
-        let call = state
-            .history
-            .iter()
-            .rev()
-            .flat_map(Message::tool_calls)
-            .find(|c| c.id() == unfinished.call_id)
-            .cloned()
-            .ok_or(RunError::with(
+        let (at, call) =
+            CallAt::find(&state.history, &unfinished.call_id).ok_or(RunError::with(
                 FailureCode::ModelProtocol,
                 Protocol("an unfinished call is missing from history"),
             ))?;
         round.push(OpenCall {
             facts: shared.lease.facts(call.name()).cloned(),
-            call,
+            at,
             progress: match unfinished.state {
                 CallState::NotStarted => CallProgress::NotStarted,
                 CallState::Interrupted => CallProgress::Started,
@@ -880,8 +928,10 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
         pending,
         ..
     } = state;
-    let mut unfinished: Vec<UnfinishedCall> =
-        round.iter().filter_map(OpenCall::unfinished).collect();
+    let mut unfinished: Vec<UnfinishedCall> = round
+        .iter()
+        .filter_map(|call| call.unfinished(&history))
+        .collect();
     // A resumed run that stopped before settling keeps its calls open as they were.
     if unfinished.is_empty() {
         unfinished = pending;

@@ -13,6 +13,7 @@
 //!
 //! [`Engine::retire`]: super::Engine::retire
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use tokio_util::sync::CancellationToken;
@@ -65,16 +66,18 @@ impl Ledger {
     /// Reserves `id`; `counted` says whether the engine's own counter issued it (then it
     /// was never live or retired unless an import took it first).
     pub(super) fn reserve(&mut self, id: &RunId, counted: bool) -> Result<(), Refusal> {
-        if self.live.contains_key(id) {
+        let recorded = self.recorded();
+        // One lookup of the live set for both the check and the insertion.
+        let Entry::Vacant(slot) = self.live.entry(id.clone()) else {
             return Err(Refusal::Live);
-        }
+        };
         if self.retired.contains(id) {
             return Err(Refusal::Retired);
         }
-        if !counted && self.recorded() >= MAX_RECORDED_RUN_IDS {
+        if !counted && recorded >= MAX_RECORDED_RUN_IDS {
             return Err(Refusal::Capacity);
         }
-        self.live.insert(id.clone(), None);
+        slot.insert(None);
         Ok(())
     }
 

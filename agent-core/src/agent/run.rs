@@ -443,7 +443,7 @@ impl RunShared {
     }
 
     async fn interact(
-        self: &Arc<Self>,
+        &self,
         request: InteractionRequest,
         cancel: &CancellationToken,
     ) -> Result<InteractionResponse, InteractionError> {
@@ -552,16 +552,15 @@ impl Reporter for RunShared {
     }
 }
 
-/// The run-bound capability guards receive through the dispatch scope.
-pub(crate) struct RunRequester(pub(crate) Arc<RunShared>);
-
-impl Requester for RunRequester {
+/// The run-bound capability guards receive through the dispatch scope: the run's shared
+/// state itself, so a run with tools pays no allocation for it.
+impl Requester for RunShared {
     fn request<'a>(
         &'a self,
         request: InteractionRequest,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<InteractionResponse, InteractionError>> {
-        Box::pin(self.0.interact(request, cancel))
+        Box::pin(self.interact(request, cancel))
     }
 }
 

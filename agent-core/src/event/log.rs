@@ -313,6 +313,9 @@ impl Inner {
     }
 }
 
+/// How many entries a new log makes room for: a text run's six events.
+const INITIAL_ENTRIES: usize = 6;
+
 const fn exhausted(resource: &'static str) -> LogError {
     LogError::Exhausted { resource }
 }
@@ -347,8 +350,10 @@ impl EventLog {
             inner: Mutex::new(Inner {
                 closed: false,
                 last: last_sequence,
-                // A short run writes six to a dozen events: one allocation, no regrowth.
-                entries: VecDeque::with_capacity(limits.max_events.min(8)),
+                // A text run writes six events. Six entries (1,008 bytes) are also the most
+                // glibc's per-thread cache serves; a larger first buffer takes its slow path
+                // on every run.
+                entries: VecDeque::with_capacity(limits.max_events.min(INITIAL_ENTRIES)),
                 bytes: 0,
                 stats: LogStats::default(),
                 subscribers: Vec::new(),

@@ -47,10 +47,15 @@ impl fmt::Debug for DispatchScope {
 /// capability, not an identity.
 impl PartialEq for DispatchScope {
     fn eq(&self, other: &Self) -> bool {
-        self.run_id == other.run_id
-            && self.turn == other.turn
-            && self.plan_id == other.plan_id
-            && self.plan_fingerprint == other.plan_fingerprint
+        // A pipeline compares the scope that reaches its guards with the clone it bound,
+        // which shares every string: equal pointers settle most comparisons.
+        fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
+            Arc::ptr_eq(a, b) || a == b
+        }
+        self.turn == other.turn
+            && same(self.run_id.as_arc(), other.run_id.as_arc())
+            && same(self.plan_id.as_arc(), other.plan_id.as_arc())
+            && same(&self.plan_fingerprint, &other.plan_fingerprint)
     }
 }
 

@@ -467,6 +467,15 @@ impl ToolPlans {
             Plans::Shared(source) => &**source,
         }
     }
+
+    /// The static source, when that is what this holds: the engine then leases without
+    /// the boxed future of [`ToolPlanSource::lease_current`], with the same outcome.
+    pub(crate) fn as_static(&self) -> Option<&StaticToolPlanSource> {
+        match &self.0 {
+            Plans::Static(source) => Some(source),
+            Plans::Shared(_) => None,
+        }
+    }
 }
 
 impl fmt::Debug for ToolPlans {
@@ -504,17 +513,41 @@ impl fmt::Debug for StaticToolPlanSource {
     }
 }
 
+impl StaticToolPlanSource {
+    /// What [`lease_current`](ToolPlanSource::lease_current) resolves to, without a future.
+    pub(crate) fn lease_current_now(
+        &self,
+        cancel: &CancellationToken,
+    ) -> Result<ToolPlanLease, PlanError> {
+        if cancel.is_cancelled() {
+            return Err(PlanError::Cancelled);
+        }
+        Ok(self.lease())
+    }
+
+    /// What [`lease_generation`](ToolPlanSource::lease_generation) resolves to, without a
+    /// future.
+    pub(crate) fn lease_generation_now(
+        &self,
+        id: &PlanId,
+        cancel: &CancellationToken,
+    ) -> Result<ToolPlanLease, PlanError> {
+        if cancel.is_cancelled() {
+            return Err(PlanError::Cancelled);
+        }
+        if id != &self.core.header().id {
+            return Err(PlanError::UnknownGeneration(id.clone()));
+        }
+        Ok(self.lease())
+    }
+}
+
 impl ToolPlanSource for StaticToolPlanSource {
     fn lease_current<'a>(
         &'a self,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
-        Box::pin(async move {
-            if cancel.is_cancelled() {
-                return Err(PlanError::Cancelled);
-            }
-            Ok(self.lease())
-        })
+        Box::pin(async move { self.lease_current_now(cancel) })
     }
 
     fn lease_generation<'a>(
@@ -522,14 +555,6 @@ impl ToolPlanSource for StaticToolPlanSource {
         id: &'a PlanId,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
-        Box::pin(async move {
-            if cancel.is_cancelled() {
-                return Err(PlanError::Cancelled);
-            }
-            if id != &self.core.header().id {
-                return Err(PlanError::UnknownGeneration(id.clone()));
-            }
-            Ok(self.lease())
-        })
+        Box::pin(async move { self.lease_generation_now(id, cancel) })
     }
 }

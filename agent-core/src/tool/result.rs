@@ -70,6 +70,12 @@ impl ToolResult {
     pub fn is_problem(&self) -> bool {
         self.is_problem
     }
+
+    /// The call id and the content, moved out (the run puts them into history without
+    /// copying).
+    pub(crate) fn into_parts(self) -> (String, String) {
+        (self.call_id, self.content)
+    }
 }
 
 /// Whether an infrastructure failure left the world in a known state.

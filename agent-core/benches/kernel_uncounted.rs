@@ -1,0 +1,17 @@
+//! The workloads of the `kernel` benchmark timed on the plain system allocator, as a
+//! program that does not count its allocations runs: `kernel_uncounted/<id>`. The original's
+//! Go benchmark pays nothing extra for its allocation figures (its runtime keeps those
+//! statistics anyway), so this is the timing to compare with it; `kernel` gives the counts.
+//! Run with `cargo bench -p agent-core --bench kernel_uncounted`.
+
+use criterion::{Criterion, criterion_group, criterion_main};
+
+#[path = "support/kernel_workloads.rs"]
+mod workloads;
+
+fn bench(c: &mut Criterion) {
+    workloads::bench(c, "kernel_uncounted", None);
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
