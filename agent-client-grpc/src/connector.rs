@@ -277,10 +277,8 @@ impl c::Connector for GrpcConnector {
         let negotiated =
             validate_initialize_response_for_request(&wire, &response).map_err(protocol)?;
         let Some(negotiated) = negotiated else {
-            let status = response
-                .status
-                .as_ref()
-                .expect("validated failure has a status");
+            // A validated failure has a status; a daemon breaking that is a protocol fault.
+            let status = response.status.as_ref().ok_or_else(|| protocol(()))?;
             let corr = Correlation {
                 operation: None,
                 epoch: request

@@ -568,14 +568,12 @@ async fn open_events(
         }
     }
     let control = validate_event_page(after, &frames, &shared.negotiated).map_err(protocol)?;
-    let last_event = frames
-        .len()
-        .checked_sub(2)
-        .map(|i| match &frames[i].payload {
-            Some(pbe::stream_events_response::Payload::Event(e)) => e.sequence,
-            _ => unreachable!("validated page: only events before the control"),
-        });
-    let last = last_event.unwrap_or(after);
+    let last = match frames.len().checked_sub(2).map(|i| &frames[i].payload) {
+        None => after,
+        Some(Some(pbe::stream_events_response::Payload::Event(e))) => e.sequence,
+        // The page validator admits only events before the control.
+        Some(_) => return Err(protocol(())),
+    };
     if control.last_delivered_sequence != last
         || control.page_last_sequence.is_some_and(|p| p != last)
     {
