@@ -1244,7 +1244,9 @@ impl RunHost {
             return Err(HostError::Unavailable);
         }
         let stop = inner.root.child_token();
+        let log_limits = run.events().limits();
         Ok(EventObservation {
+            log_limits,
             events: page.events,
             has_more: page.has_more,
             earliest: page.earliest,
@@ -1479,6 +1481,23 @@ pub struct EventObservation {
     tail: Option<Subscription>,
     lease: crate::session::StreamLease,
     stop: CancellationToken,
+    log_limits: agent_core::event::LogLimits,
+}
+
+/// Why a tail ended before the log did: the subscriber fell behind the run's bounded
+/// subscription queue ([`EventObservation::next_or_lag`]). Replay after `last_delivered`
+/// catches up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailLag {
+    /// The bound that was exceeded: `event_subscription_events` or
+    /// `event_subscription_bytes`.
+    pub resource: &'static str,
+    /// That bound.
+    pub limit: u64,
+    /// What the queue would have held: one past the bound (limit + 1).
+    pub observed: u64,
+    /// The sequence of the last event handed out (or the page's end, before the first).
+    pub last_delivered: u64,
 }
 
 impl fmt::Debug for EventObservation {
@@ -1505,6 +1524,39 @@ impl EventObservation {
             () = self.lease.token().cancelled() => None,
             () = self.stop.cancelled() => None,
             next = tail.next() => next.ok().flatten(),
+        }
+    }
+
+    /// Like [`next`](Self::next), but a tail that fell behind ends with `Err` and its facts
+    /// instead of `None`, so a caller can tell a lag from the end of the log. A fence or the
+    /// host's stop is still `Ok(None)`.
+    pub async fn next_or_lag(&mut self) -> Result<Option<Envelope>, TailLag> {
+        let Some(tail) = self.tail.as_mut() else {
+            return Ok(None);
+        };
+        let next = tokio::select! {
+            biased;
+            () = self.lease.token().cancelled() => return Ok(None),
+            () = self.stop.cancelled() => return Ok(None),
+            next = tail.next() => next,
+        };
+        match next {
+            Ok(next) => Ok(next),
+            Err(agent_core::event::SubscriptionError::Lagged { resource }) => {
+                let limit = if resource == "event_subscription_bytes" {
+                    self.log_limits.subscriber_max_bytes
+                } else {
+                    self.log_limits.subscriber_max_events
+                } as u64;
+                Err(TailLag {
+                    resource,
+                    limit,
+                    observed: limit.saturating_add(1),
+                    last_delivered: tail.last_delivered(),
+                })
+            }
+            // `SubscriptionError` is non-exhaustive: any other end is the end.
+            Err(_) => Ok(None),
         }
     }
 
@@ -1549,6 +1601,12 @@ impl InteractionObservation {
             () = fence.cancelled() => None,
             delta = self.observer.next(&stop) => delta,
         }
+    }
+
+    /// Why the tail was cut off, if a queue bound ended it ([`PendingObserver::exhausted`]):
+    /// the facts a stream reports instead of ending quietly.
+    pub fn exhausted(&self) -> Option<crate::pending::ObserverExhausted> {
+        self.observer.exhausted()
     }
 
     /// Ends the stream and releases its lease.
