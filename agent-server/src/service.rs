@@ -104,6 +104,8 @@ pub(crate) struct Shared {
     pub(crate) capabilities: Vec<String>,
     pub(crate) limits: Limits,
     pub(crate) range: ProtocolRange,
+    /// The stream tasks, so a shutdown can wait for them.
+    pub(crate) tasks: tokio_util::task::TaskTracker,
 }
 
 /// The service; cheap to clone.
@@ -361,6 +363,10 @@ impl Service {
 
     async fn initialize_inner(&self, r: pb::InitializeRequest) -> Reply<pb::InitializeResponse> {
         let registry = &self.shared.registry;
+        // A closing registry keeps its entries until this transaction ends.
+        let Some(_transaction) = registry.begin() else {
+            return Err(tonic::Status::unavailable(STOPPING_MESSAGE));
+        };
         let mut attempt: Option<AttemptReservation> = None;
         if !r.initialization_attempt_id.is_empty()
             && r.initialization_attempt_id.len() == INITIALIZATION_ATTEMPT_ID_BYTES
@@ -789,7 +795,7 @@ impl EngineService for Service {
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
-        tokio::spawn(async move {
+        self.shared.tasks.spawn(async move {
             let mut observation = observation;
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
@@ -803,11 +809,26 @@ impl EngineService for Service {
             let mut last = page_last;
             loop {
                 let next = tokio::select! {
-                    next = observation.next() => next,
+                    next = observation.next_or_lag() => next,
                     () = tx.closed() => return,
                     () = root.cancelled() => return,
                 };
-                let Some(envelope) = next else { return };
+                let envelope = match next {
+                    Ok(Some(envelope)) => envelope,
+                    // The log ended, or a fence (reconnect, shutdown): end quietly.
+                    Ok(None) => return,
+                    // The subscriber fell behind the bounded tail: say so, with the exact
+                    // cursor to replay from, rather than end as if the run had.
+                    Err(lag) => {
+                        let control = pb::StreamControl {
+                            status: Some(overload_status(lag.resource, lag.limit, lag.observed)),
+                            last_delivered_sequence: lag.last_delivered,
+                            ..Default::default()
+                        };
+                        let _ = tx.send(Ok(control_frame(control))).await;
+                        return;
+                    }
+                };
                 let Some(event) = event_to_wire(&envelope).filter(|e| e.sequence == last + 1)
                 else {
                     let _ = tx
@@ -948,7 +969,7 @@ impl EngineService for Service {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
-        tokio::spawn(async move {
+        self.shared.tasks.spawn(async move {
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
                     return;
