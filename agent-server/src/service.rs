@@ -603,6 +603,40 @@ pub fn attempt_fingerprint(request: &pb::InitializeRequest) -> [u8; 32] {
     Sha256::digest(cleared.encode_to_vec()).into()
 }
 
+/// An interaction control carrying only `status`.
+fn failure_control(status: Status) -> pb::InteractionStreamControl {
+    pb::InteractionStreamControl {
+        status: Some(status),
+        ..Default::default()
+    }
+}
+
+/// A failure control as a frame that fits `max_message_bytes` (contract section 3.9): the
+/// control itself; if it does not fit, an `INTERNAL` control; if that does not fit either,
+/// gRPC `ResourceExhausted` instead of a frame.
+pub(crate) fn interaction_failure_frame(
+    control: pb::InteractionStreamControl,
+    max_message_bytes: u64,
+) -> Result<pb::StreamInteractionsResponse, tonic::Status> {
+    let frame = |control| pb::StreamInteractionsResponse {
+        payload: Some(pb::stream_interactions_response::Payload::Control(control)),
+    };
+    let fits = |frame: &pb::StreamInteractionsResponse| {
+        u64::try_from(frame.encoded_len()).is_ok_and(|len| len <= max_message_bytes)
+    };
+    let first = frame(control);
+    if fits(&first) {
+        return Ok(first);
+    }
+    let fallback = frame(failure_control(internal()));
+    if fits(&fallback) {
+        return Ok(fallback);
+    }
+    Err(tonic::Status::resource_exhausted(
+        "interaction stream failure exceeds the message size",
+    ))
+}
+
 type BoxStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, tonic::Status>> + Send>>;
 
 fn control_frame(control: pb::StreamControl) -> pb::StreamEventsResponse {
@@ -856,15 +890,10 @@ impl EngineService for Service {
     ) -> Reply<Self::StreamInteractionsStream> {
         self.admit(&request)?;
         let r = request.into_inner();
+        let server_bound = self.shared.limits.max_message_bytes;
         let fail = |status: Status| -> Reply<Self::StreamInteractionsStream> {
-            Ok(Response::new(one_frame(pb::StreamInteractionsResponse {
-                payload: Some(pb::stream_interactions_response::Payload::Control(
-                    pb::InteractionStreamControl {
-                        status: Some(status),
-                        ..Default::default()
-                    },
-                )),
-            })))
+            let frame = interaction_failure_frame(failure_control(status), server_bound)?;
+            Ok(Response::new(one_frame(frame)))
         };
         if let Err(v) =
             agent_protocol::requests::validate_client_fields(&r.client_id, r.ownership_epoch)
@@ -899,6 +928,12 @@ impl EngineService for Service {
             });
         }
         let negotiated = entry.negotiated.clone();
+        // From here on a failure control must fit the negotiated bound.
+        let bound = negotiated.limits.max_message_bytes;
+        let fail = |status: Status| -> Reply<Self::StreamInteractionsStream> {
+            let frame = interaction_failure_frame(failure_control(status), bound)?;
+            Ok(Response::new(one_frame(frame)))
+        };
         let ctx = self.ctx();
         let control = |revision: u64, tailing: bool| pb::StreamInteractionsResponse {
             payload: Some(pb::stream_interactions_response::Payload::Control(
@@ -981,22 +1016,31 @@ impl EngineService for Service {
                     () = tx.closed() => return,
                     () = root.cancelled() => return,
                 };
-                // Fenced (reconnect, shutdown) or closed: end quietly.
-                let Some(delta) = next else { return };
+                let Some(delta) = next else {
+                    // Cut off for a queue bound: say so with the exact facts. Otherwise
+                    // fenced (reconnect, shutdown) or closed: end quietly.
+                    if let Some(exhausted) = observation.exhausted() {
+                        let control = pb::InteractionStreamControl {
+                            status: Some(overload_status(
+                                exhausted.resource,
+                                exhausted.limit as u64,
+                                exhausted.observed as u64,
+                            )),
+                            latest_revision: exhausted.last_delivered,
+                            page_last_revision: exhausted.last_delivered,
+                            ..Default::default()
+                        };
+                        let _ = tx.send(interaction_failure_frame(control, bound)).await;
+                    }
+                    return;
+                };
                 let frame = delta_to_wire(&delta, &validator);
                 let accepted = frame
                     .as_ref()
                     .is_some_and(|frame| validator.accept(frame).is_ok());
                 let Some(frame) = frame.filter(|_| accepted) else {
-                    let failure = pb::StreamInteractionsResponse {
-                        payload: Some(pb::stream_interactions_response::Payload::Control(
-                            pb::InteractionStreamControl {
-                                status: Some(internal()),
-                                ..Default::default()
-                            },
-                        )),
-                    };
-                    let _ = tx.send(Ok(failure)).await;
+                    let failure = interaction_failure_frame(failure_control(internal()), bound);
+                    let _ = tx.send(failure).await;
                     return;
                 };
                 if tx.send(Ok(frame)).await.is_err() {
@@ -1288,5 +1332,40 @@ impl EngineService for Service {
             return reply(echo(internal()));
         }
         reply(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_control_falls_back_to_internal_then_to_a_grpc_status() {
+        let overload = failure_control(overload_status("pending_observer_queue_entries", 8, 9));
+        let len = |control: &pb::InteractionStreamControl| {
+            pb::StreamInteractionsResponse {
+                payload: Some(pb::stream_interactions_response::Payload::Control(
+                    control.clone(),
+                )),
+            }
+            .encoded_len() as u64
+        };
+        let full = len(&overload);
+        let internal_len = len(&failure_control(internal()));
+        assert!(internal_len < full, "the fallback is the smaller frame");
+        // Exactly at the bound the control itself is sent.
+        let sent = interaction_failure_frame(overload.clone(), full).unwrap();
+        assert_eq!(sent.encoded_len() as u64, full);
+        // One byte short: the INTERNAL control.
+        let sent = interaction_failure_frame(overload.clone(), full - 1).unwrap();
+        let Some(pb::stream_interactions_response::Payload::Control(control)) = sent.payload
+        else {
+            panic!("a control");
+        };
+        assert_eq!(control.status, Some(internal()));
+        // The fallback exactly fits; one byte less and no frame fits.
+        assert!(interaction_failure_frame(overload.clone(), internal_len).is_ok());
+        let status = interaction_failure_frame(overload, internal_len - 1).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     }
 }
