@@ -1294,6 +1294,25 @@ impl RunHost {
         Ok(snapshot)
     }
 
+    /// Waits until no run slot is reserved or active (what [`Description::active_runs`]
+    /// counts is zero), or `ctx` ends ([`HostError::Cancelled`]). A run's slot is released
+    /// by its monitor just after the terminal event is published, so this is the signal for
+    /// "every finished run let go of its slot".
+    pub async fn wait_idle(&self, ctx: &CancellationToken) -> Result<(), HostError> {
+        let inner = &*self.inner;
+        loop {
+            let mut notified = pin!(inner.changed.notified());
+            notified.as_mut().enable();
+            if inner.lock().reserved == 0 {
+                return Ok(());
+            }
+            tokio::select! {
+                () = notified => {}
+                () = ctx.cancelled() => return Err(HostError::Cancelled),
+            }
+        }
+    }
+
     /// The host's description, from one snapshot of its state; needs no session.
     pub fn describe(&self) -> Description {
         let inner = &*self.inner;

@@ -188,6 +188,7 @@ impl Server {
             limits,
             range,
             tasks: TaskTracker::new(),
+            open_streams: Arc::new(tokio::sync::watch::Sender::new(0)),
         });
         let service = Service {
             shared: shared.clone(),
@@ -228,6 +229,13 @@ impl Server {
             .registry
             .entry(client_id)
             .map(|e| e.gate.waiters())
+    }
+
+    /// How many server streams (StreamEvents, tailing StreamInteractions) are open, as a
+    /// watch: a stream counts until its task has dropped its host observation, so once the
+    /// count falls, that stream's lease is free.
+    pub fn open_streams(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.shared.open_streams.subscribe()
     }
 
     /// The most negotiated sessions.

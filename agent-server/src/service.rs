@@ -106,6 +106,25 @@ pub(crate) struct Shared {
     pub(crate) range: ProtocolRange,
     /// The stream tasks, so a shutdown can wait for them.
     pub(crate) tasks: tokio_util::task::TaskTracker,
+    /// How many stream tasks run now (each holds its host observation and stream lease).
+    pub(crate) open_streams: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// Counts one stream task in [`Shared::open_streams`] until it drops, which the task makes
+/// the last thing it drops, after its observation (and so its stream lease).
+pub(crate) struct OpenStream(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl OpenStream {
+    fn new(count: &Arc<tokio::sync::watch::Sender<usize>>) -> OpenStream {
+        count.send_modify(|n| *n += 1);
+        OpenStream(count.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 /// The service; cheap to clone.
@@ -829,7 +848,10 @@ impl EngineService for Service {
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
+        let open = OpenStream::new(&self.shared.open_streams);
         self.shared.tasks.spawn(async move {
+            // Locals drop in reverse: the observation (and its lease) before the count.
+            let _open = open;
             let mut observation = observation;
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
@@ -1004,7 +1026,11 @@ impl EngineService for Service {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
+        let open = OpenStream::new(&self.shared.open_streams);
         self.shared.tasks.spawn(async move {
+            // Locals drop in reverse: the observation (and its lease) before the count.
+            let _open = open;
+            let mut observation = observation;
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
                     return;
@@ -1358,8 +1384,7 @@ mod tests {
         assert_eq!(sent.encoded_len() as u64, full);
         // One byte short: the INTERNAL control.
         let sent = interaction_failure_frame(overload.clone(), full - 1).unwrap();
-        let Some(pb::stream_interactions_response::Payload::Control(control)) = sent.payload
-        else {
+        let Some(pb::stream_interactions_response::Payload::Control(control)) = sent.payload else {
             panic!("a control");
         };
         assert_eq!(control.status, Some(internal()));

@@ -257,14 +257,21 @@ async fn a_lagging_tail_ends_with_overload_facts_and_the_exact_cursor() {
     let (last, control) = drain(&mut stream, last).await;
     let control = control.expect("a lag ends with a control");
     let status = control.status.as_ref().unwrap();
-    assert_eq!(code(Some(status)), ErrorCode::ResourceExhausted, "{control:?}");
+    assert_eq!(
+        code(Some(status)),
+        ErrorCode::ResourceExhausted,
+        "{control:?}"
+    );
     let Some(Detail::Overload(overload)) = &status.detail else {
         panic!("overload facts: {status:?}");
     };
     assert_eq!(overload.resource, "event_subscription_events");
     assert_eq!(overload.limit, SUBSCRIBER_EVENTS as u64);
     assert_eq!(overload.observed, SUBSCRIBER_EVENTS as u64 + 1);
-    assert_eq!(control.last_delivered_sequence, last, "exactly what was delivered");
+    assert_eq!(
+        control.last_delivered_sequence, last,
+        "exactly what was delivered"
+    );
     assert!(
         (last as usize) < DELTAS,
         "the tail fell behind before the end"
@@ -346,9 +353,20 @@ async fn the_sixty_fifth_reconnect_waiter_gets_overload_facts() {
     for _ in 0..MAX_RECONNECT_WAITERS {
         queued.push(reconnect(fixture.client().await));
     }
-    if tokio::time::timeout(Duration::from_secs(5), waiters.wait_for(|n| *n == MAX_RECONNECT_WAITERS)).await.is_err() {
+    if tokio::time::timeout(
+        Duration::from_secs(5),
+        waiters.wait_for(|n| *n == MAX_RECONNECT_WAITERS),
+    )
+    .await
+    .is_err()
+    {
         let done: Vec<_> = queued.iter().map(|t| t.is_finished()).collect();
-        panic!("stuck at {} holder {:?} done {:?}", *waiters.borrow(), holder.await, done);
+        panic!(
+            "stuck at {} holder {:?} done {:?}",
+            *waiters.borrow(),
+            holder.await,
+            done
+        );
     }
     let mut client = fixture.client().await;
     let refused = bounded(client.initialize(initialize(None, Some((&s.0, s.1)))))
