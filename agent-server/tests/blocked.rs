@@ -1,6 +1,7 @@
-//! A client that stops reading a tailing event stream, over the real socket (contract
-//! sections 3.4-3.8): the tail falls behind the host's bounded subscription queue and ends
-//! with an overload control; the blocked send holds its stream lease, so a reconnect
+//! A client that stops reading a tailing stream, over the real socket (contract sections
+//! 3.4-3.9): an event tail falls behind the host's bounded subscription queue and ends
+//! with an overload control, and so does an interaction tail whose observer queue is
+//! exhausted; the blocked send holds its stream lease, so a reconnect
 //! waits (and the reconnect gate's waiter bound is reached); a cancelled Initialize before
 //! its commit leaves nothing behind; and a shutdown force-closes the blocked connection at
 //! its deadline and returns.
@@ -96,11 +97,7 @@ impl ModelProvider for Flood {
 
 /// A daemon serving only the flood definition.
 async fn flood_fixture(tag: &str, flood: &Flood, subscriber_events: usize) -> Fixture {
-    let definitions = DefinitionSet::from_agents(
-        vec![AgentDefinition::new(FLOOD, FLOOD, 1).unwrap()],
-        fixture::REVISION,
-    )
-    .unwrap();
+    let definitions = flood_definitions();
     let provider = flood.clone();
     Fixture::with_host(
         tag,
@@ -438,4 +435,126 @@ async fn an_attempt_cancelled_before_its_commit_leaves_nothing_and_stays_retryab
         .into_inner();
     assert_eq!(code(retried.status.as_ref()), ErrorCode::StaleClient);
     fixture.shutdown().await;
+}
+
+/// Bytes of each interaction prompt in the exhaustion test.
+const PROMPT_BYTES: usize = 16 << 10;
+/// Open-then-cancel cycles: two deltas each, several times what the server's observer
+/// queue, its stream buffer and the 64 KiB windows hold together.
+const CYCLES: usize = 400;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_exhausted_interaction_tail_ends_with_overload_facts() {
+    use agent_core::interaction::{Broker, InteractionRequest, PendingDelta, Scope};
+    use agent_daemon::pending::{PendingLimits, PendingRouter};
+    use tokio_util::sync::CancellationToken;
+
+    let router: Arc<std::sync::Mutex<Option<Arc<PendingRouter>>>> = Arc::default();
+    let captured = router.clone();
+    let mut fixture = Fixture::with_host(
+        "exhaust",
+        move |root, authority| {
+            let definitions = flood_definitions();
+            fixture::run_host(
+                root,
+                authority,
+                FixtureOptions::default(),
+                definitions,
+                move |pending: Arc<PendingRouter>| {
+                    *captured.lock().unwrap() = Some(pending.clone());
+                    fixture::engine(pending)
+                },
+            )
+            .unwrap()
+        },
+        |_| {},
+    )
+    .await;
+    let router = router.lock().unwrap().clone().unwrap();
+    let mut client = small_window_client(&fixture).await;
+    let s = session(&mut client).await;
+    let mut tail = bounded(client.stream_interactions(pb::StreamInteractionsRequest {
+        client_id: s.0.clone(),
+        ownership_epoch: s.1,
+        tail: true,
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    for _ in 0..2 {
+        bounded(tail.message()).await.unwrap().unwrap();
+    }
+    // The test's own observer of the same client paces the cycles: each prompt is open
+    // before it is cancelled. The daemon's tail is not read meanwhile.
+    let scope = Scope::new("run-x").unwrap();
+    let _binding = router.bind_run(&s.0, &scope).unwrap();
+    let mut pacer = router.subscribe(&s.0).unwrap();
+    pacer.take_snapshot();
+    let never = CancellationToken::new();
+    let prompt = "p".repeat(PROMPT_BYTES);
+    for n in 0..CYCLES {
+        let request = InteractionRequest::new(
+            format!("i{n}"),
+            "confirm",
+            prompt.clone(),
+            serde_json::json!({"type": "boolean"}),
+        )
+        .unwrap();
+        let cancel = CancellationToken::new();
+        let asking = {
+            let (router, scope, cancel) = (router.clone(), scope.clone(), cancel.clone());
+            tokio::spawn(async move { router.request(&scope, &request, &cancel).await })
+        };
+        let opened = bounded(pacer.next(&never)).await.unwrap();
+        assert!(matches!(opened, PendingDelta::Opened { .. }));
+        cancel.cancel();
+        let closed = bounded(pacer.next(&never)).await.unwrap();
+        assert!(matches!(closed, PendingDelta::Closed { .. }));
+        let _ = bounded(asking).await.unwrap();
+    }
+    // Now read the daemon's tail: deltas, then the control that says why it ended.
+    let mut last_revision = 0;
+    let control = loop {
+        let frame = bounded(tail.message()).await.unwrap().unwrap();
+        match frame.payload.unwrap() {
+            pb::stream_interactions_response::Payload::Delta(delta) => {
+                last_revision = delta.revision;
+            }
+            pb::stream_interactions_response::Payload::Control(control) => break control,
+            pb::stream_interactions_response::Payload::Snapshot(_) => panic!("one snapshot"),
+        }
+    };
+    assert!(bounded(tail.message()).await.unwrap().is_none());
+    let status = control.status.as_ref().unwrap();
+    assert_eq!(
+        code(Some(status)),
+        ErrorCode::ResourceExhausted,
+        "{control:?}"
+    );
+    let Some(Detail::Overload(overload)) = &status.detail else {
+        panic!("overload facts: {status:?}");
+    };
+    let limits = PendingLimits::default();
+    let limit = match overload.resource.as_str() {
+        "pending_observer_queue_entries" => limits.observer_queue_entries,
+        "pending_observer_queue_bytes" => limits.observer_queue_bytes,
+        other => panic!("an observer queue bound, not {other}"),
+    } as u64;
+    assert_eq!(overload.limit, limit);
+    assert!(overload.observed > limit, "{overload:?}");
+    assert_eq!(
+        control.page_last_revision, last_revision,
+        "the exact last delivery"
+    );
+    assert!(last_revision < 2 * CYCLES as u64, "the tail was cut off");
+    fixture.shutdown().await;
+}
+
+/// The served set: the flood definition alone.
+fn flood_definitions() -> DefinitionSet {
+    DefinitionSet::from_agents(
+        vec![AgentDefinition::new(FLOOD, FLOOD, 1).unwrap()],
+        fixture::REVISION,
+    )
+    .unwrap()
 }
