@@ -378,6 +378,8 @@ async fn the_sixty_fifth_reconnect_waiter_gets_overload_facts() {
     assert_eq!(overload.resource, agent_server::RECONNECT_WAITERS_RESOURCE);
     assert_eq!(overload.limit, MAX_RECONNECT_WAITERS as u64);
     assert_eq!(overload.observed, MAX_RECONNECT_WAITERS as u64 + 1);
+    // The holder still waits for the blocked send (it holds the gate the others queue on).
+    assert!(!holder.is_finished());
     // Draining the stream frees its lease: the holder wins, every queued claim is stale.
     drain(&mut stream, last).await;
     let won = bounded(holder).await.unwrap();
