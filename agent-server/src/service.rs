@@ -1364,6 +1364,85 @@ impl EngineService for Service {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::event::{
+        FailureCode, Timestamp, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted,
+        ToolStartedVersion,
+    };
+    use agent_core::tool::{ExecutionState, RetryDisposition};
+
+    fn wire(sequence: u64, event: Event) -> pb::RunEvent {
+        let envelope = Envelope::new(
+            Arc::from("run-1"),
+            sequence,
+            Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
+            event,
+        );
+        event_to_wire(&envelope).expect("representable")
+    }
+
+    fn json(event: &pb::RunEvent) -> serde_json::Value {
+        serde_json::from_slice(&event.payload_json).unwrap()
+    }
+
+    #[test]
+    fn event_to_wire_projects_only_the_safe_tool_fields() {
+        let started = wire(
+            1,
+            Event::ToolStarted(ToolStarted {
+                version: ToolStartedVersion,
+                call_id: "c1".into(),
+                name: "write".into(),
+                turn: 1,
+                plan_id: Arc::from("plan-secret"),
+                plan_fingerprint: Arc::from("fingerprint-secret"),
+                plan_identity: Arc::from("identity-secret"),
+                workspace: Some(Arc::from("/home/secret")),
+                declared: None,
+            }),
+        );
+        assert_eq!(started.kind, pb::EventKind::ToolStarted as i32);
+        assert_eq!(
+            json(&started),
+            serde_json::json!({"call_id": "c1", "name": "write"})
+        );
+        let completed = wire(
+            2,
+            Event::ToolCompleted(ToolCompleted::new("c1", "write", ToolOutcome::Problem)),
+        );
+        assert_eq!(
+            json(&completed),
+            serde_json::json!({"call_id": "c1", "name": "write", "error": "", "outcome": "problem"})
+        );
+        assert!(completed.terminal);
+        let failed = wire(
+            3,
+            Event::ToolFailed(ToolFailed::new(
+                "c1",
+                "write",
+                FailureCode::ToolFailed,
+                Some((ExecutionState::Uncertain, RetryDisposition::Allowed)),
+            )),
+        );
+        let value = json(&failed);
+        assert_eq!(value["error"], TOOL_FAILED_TEXT);
+        assert_eq!(value["call_id"], "c1");
+        assert!(value.get("retry").is_some(), "{value}");
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert!(
+            keys.iter()
+                .all(|k| ["call_id", "name", "error", "retry"].contains(k)),
+            "{keys:?}"
+        );
+        // Every other event carries the kernel's payload unchanged.
+        let turn = wire(4, Event::TurnStarted { turn: 2 });
+        assert_eq!(json(&turn), serde_json::json!({"turn": 2}));
+        assert!(!turn.terminal);
+    }
 
     #[test]
     fn a_failure_control_falls_back_to_internal_then_to_a_grpc_status() {
