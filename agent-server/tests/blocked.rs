@@ -103,11 +103,13 @@ async fn flood_fixture(tag: &str, flood: &Flood, subscriber_events: usize) -> Fi
         tag,
         move |root, authority| {
             let engine = move |pending: Arc<agent_daemon::pending::PendingRouter>| {
-                let mut limits = LogLimits::default();
-                limits.subscriber_max_events = subscriber_events;
-                limits.subscriber_max_bytes = 64 << 20;
-                // The whole run stays retained, so a replay after any cursor works.
-                limits.max_events = 4 * DELTAS;
+                let limits = LogLimits {
+                    subscriber_max_events: subscriber_events,
+                    subscriber_max_bytes: 64 << 20,
+                    // The whole run stays retained, so a replay after any cursor works.
+                    max_events: 4 * DELTAS,
+                    ..LogLimits::default()
+                };
                 Engine::builder(
                     Arc::new(provider),
                     StaticToolPlanSource::from_dispatcher(
