@@ -448,7 +448,7 @@ const PROMPT_BYTES: usize = 16 << 10;
 const CYCLES: usize = 400;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_exhausted_interaction_tail_ends_with_overload_facts() {
+async fn an_exhausted_interaction_tail_ends_with_overload_facts_and_holds_a_reconnect() {
     use agent_core::interaction::{Broker, InteractionRequest, PendingDelta, Scope};
     use agent_daemon::pending::{PendingLimits, PendingRouter};
     use tokio_util::sync::CancellationToken;
@@ -516,6 +516,31 @@ async fn an_exhausted_interaction_tail_ends_with_overload_facts() {
         assert!(matches!(closed, PendingDelta::Closed { .. }));
         let _ = bounded(asking).await.unwrap();
     }
+    // The tail's send is blocked on the unread client, so a reconnect of that client
+    // waits for the stream to drain: it holds the reconnect gate while a second claim
+    // queues behind it.
+    let mut waiters = fixture
+        .daemon()
+        .server()
+        .reconnect_waiters(&s.0)
+        .expect("the client is registered");
+    waiters.borrow_and_update();
+    let reconnect = |mut client: Client| {
+        let claim = s.clone();
+        tokio::spawn(async move {
+            client
+                .initialize(initialize(None, Some((&claim.0, claim.1))))
+                .await
+                .unwrap()
+                .into_inner()
+        })
+    };
+    let holder = reconnect(fixture.client().await);
+    bounded(waiters.changed()).await.unwrap();
+    bounded(waiters.wait_for(|n| *n == 0)).await.unwrap();
+    let queued = reconnect(fixture.client().await);
+    bounded(waiters.wait_for(|n| *n == 1)).await.unwrap();
+    assert!(!holder.is_finished(), "the reconnect waits for the drain");
     // Now read the daemon's tail: deltas, then the control that says why it ended.
     let mut last_revision = 0;
     let control = loop {
@@ -551,6 +576,12 @@ async fn an_exhausted_interaction_tail_ends_with_overload_facts() {
         "the exact last delivery"
     );
     assert!(last_revision < 2 * CYCLES as u64, "the tail was cut off");
+    // Drained: the reconnect advances, and the claim queued behind it is stale.
+    let won = bounded(holder).await.unwrap();
+    assert_eq!(code(won.status.as_ref()), ErrorCode::Ok, "{:?}", won.status);
+    assert_eq!(won.ownership_epoch, s.1 + 1);
+    let lost = bounded(queued).await.unwrap();
+    assert_eq!(code(lost.status.as_ref()), ErrorCode::StaleClient);
     fixture.shutdown().await;
 }
 
