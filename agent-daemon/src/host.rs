@@ -1247,7 +1247,9 @@ impl RunHost {
             return Err(HostError::Unavailable);
         }
         let stop = inner.root.child_token();
+        let log_limits = run.events().limits();
         Ok(EventObservation {
+            log_limits,
             events: page.events,
             has_more: page.has_more,
             earliest: page.earliest,
@@ -1293,6 +1295,25 @@ impl RunHost {
         let snapshot = inner.pending.snapshot(session.client_id());
         drop(lease);
         Ok(snapshot)
+    }
+
+    /// Waits until no run slot is reserved or active (what [`Description::active_runs`]
+    /// counts is zero), or `ctx` ends ([`HostError::Cancelled`]). A run's slot is released
+    /// by its monitor just after the terminal event is published, so this is the signal for
+    /// "every finished run let go of its slot".
+    pub async fn wait_idle(&self, ctx: &CancellationToken) -> Result<(), HostError> {
+        let inner = &*self.inner;
+        loop {
+            let mut notified = pin!(inner.changed.notified());
+            notified.as_mut().enable();
+            if inner.lock().reserved == 0 {
+                return Ok(());
+            }
+            tokio::select! {
+                () = notified => {}
+                () = ctx.cancelled() => return Err(HostError::Cancelled),
+            }
+        }
     }
 
     /// The host's description, from one snapshot of its state; needs no session.
@@ -1512,6 +1533,23 @@ pub struct EventObservation {
     tail: Option<Subscription>,
     lease: crate::session::StreamLease,
     stop: CancellationToken,
+    log_limits: agent_core::event::LogLimits,
+}
+
+/// Why a tail ended before the log did: the subscriber fell behind the run's bounded
+/// subscription queue ([`EventObservation::next_or_lag`]). Replay after `last_delivered`
+/// catches up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TailLag {
+    /// The bound that was exceeded: `event_subscription_events` or
+    /// `event_subscription_bytes`.
+    pub resource: &'static str,
+    /// That bound.
+    pub limit: u64,
+    /// What the queue would have held: one past the bound (limit + 1).
+    pub observed: u64,
+    /// The sequence of the last event handed out (or the page's end, before the first).
+    pub last_delivered: u64,
 }
 
 impl fmt::Debug for EventObservation {
@@ -1548,6 +1586,39 @@ impl EventObservation {
             () = self.lease.token().cancelled() => None,
             () = self.stop.cancelled() => None,
             next = tail.next() => next.ok().flatten(),
+        }
+    }
+
+    /// Like [`next`](Self::next), but a tail that fell behind ends with `Err` and its facts
+    /// instead of `None`, so a caller can tell a lag from the end of the log. A fence or the
+    /// host's stop is still `Ok(None)`.
+    pub async fn next_or_lag(&mut self) -> Result<Option<Envelope>, TailLag> {
+        let Some(tail) = self.tail.as_mut() else {
+            return Ok(None);
+        };
+        let next = tokio::select! {
+            biased;
+            () = self.lease.token().cancelled() => return Ok(None),
+            () = self.stop.cancelled() => return Ok(None),
+            next = tail.next() => next,
+        };
+        match next {
+            Ok(next) => Ok(next),
+            Err(agent_core::event::SubscriptionError::Lagged { resource }) => {
+                let limit = if resource == "event_subscription_bytes" {
+                    self.log_limits.subscriber_max_bytes
+                } else {
+                    self.log_limits.subscriber_max_events
+                } as u64;
+                Err(TailLag {
+                    resource,
+                    limit,
+                    observed: limit.saturating_add(1),
+                    last_delivered: tail.last_delivered(),
+                })
+            }
+            // `SubscriptionError` is non-exhaustive: any other end is the end.
+            Err(_) => Ok(None),
         }
     }
 
@@ -1592,6 +1663,12 @@ impl InteractionObservation {
             () = fence.cancelled() => None,
             delta = self.observer.next(&stop) => delta,
         }
+    }
+
+    /// Why the tail was cut off, if a queue bound ended it ([`PendingObserver::exhausted`]):
+    /// the facts a stream reports instead of ending quietly.
+    pub fn exhausted(&self) -> Option<crate::pending::ObserverExhausted> {
+        self.observer.exhausted()
     }
 
     /// Ends the stream and releases its lease.

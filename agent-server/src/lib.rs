@@ -14,6 +14,7 @@
 //! shutdown.
 #![forbid(unsafe_code)]
 
+mod connection;
 pub mod daemon;
 pub mod fixture;
 mod registry;

@@ -32,11 +32,12 @@ pub(crate) struct Entry {
     pub(crate) gate: Arc<Gate>,
 }
 
-/// The per-client reconnect gate: one reconnect at a time, a bounded queue.
+/// The per-client reconnect gate: one reconnect at a time, a bounded queue. The waiter
+/// count is a watch, so an observer can wait for a queue length instead of polling.
 #[derive(Default)]
 pub(crate) struct Gate {
     lock: Arc<tokio::sync::Mutex<()>>,
-    waiters: AtomicUsize,
+    waiters: watch::Sender<usize>,
 }
 
 /// A held gate.
@@ -52,11 +53,23 @@ impl Drop for WaiterCount<'_> {
     }
 }
 
+struct GateWaiter<'a>(&'a watch::Sender<usize>);
+
+impl Drop for GateWaiter<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
 impl Gate {
     /// Waits for the gate; `Err(())` when [`MAX_RECONNECT_WAITERS`] already wait.
     pub(crate) async fn acquire(self: &Arc<Gate>) -> Result<GateHeld, ()> {
-        let before = self.waiters.fetch_add(1, Ordering::SeqCst);
-        let _count = WaiterCount(&self.waiters);
+        let mut before = 0;
+        self.waiters.send_modify(|n| {
+            before = *n;
+            *n += 1;
+        });
+        let _count = GateWaiter(&self.waiters);
         if before >= MAX_RECONNECT_WAITERS {
             return Err(());
         }
@@ -64,10 +77,10 @@ impl Gate {
         Ok(GateHeld { _guard: guard })
     }
 
-    /// How many callers wait for the gate (the holder is not counted).
-    #[cfg(test)]
-    pub(crate) fn waiters(&self) -> usize {
-        self.waiters.load(Ordering::SeqCst)
+    /// How many callers wait for the gate (the holder is not counted; a refused caller
+    /// counts while it is being refused), as a watch.
+    pub(crate) fn waiters(&self) -> watch::Receiver<usize> {
+        self.waiters.subscribe()
     }
 }
 
@@ -99,6 +112,8 @@ struct State {
     retained: HashMap<String, Retained>,
     next_token: u64,
     closed: bool,
+    /// Initialize transactions running now ([`Registry::begin`]).
+    transactions: usize,
 }
 
 /// The registry.
@@ -392,46 +407,116 @@ impl Registry {
         (state.entries.len(), state.attempts.len())
     }
 
-    /// Clears every entry and refuses new work; pending attempts abort as their owners
-    /// drop them.
+    /// Marks an Initialize transaction active until the guard drops; `None` once closed.
+    pub(crate) fn begin(self: &Arc<Registry>) -> Option<Transaction> {
+        let mut state = self.lock();
+        if state.closed {
+            return None;
+        }
+        state.transactions += 1;
+        Some(Transaction {
+            registry: self.clone(),
+        })
+    }
+
+    /// Refuses new work and aborts every in-flight attempt (its owner can no longer commit,
+    /// and its reservation is not counted again); the entries are cleared once no
+    /// Initialize transaction is active (now, or when the last one ends).
     pub(crate) fn close(&self) {
         let mut state = self.lock();
         state.closed = true;
-        state.entries.clear();
-        state.retained.clear();
         state
             .attempts
-            .retain(|_, a| matches!(a, Attempt::InFlight { .. }));
+            .retain(|_, a| matches!(a, Attempt::Committed { .. }));
+        state.pending_attempts = 0;
+        if state.transactions == 0 {
+            Self::clear(&mut state);
+        }
+    }
+
+    fn clear(state: &mut State) {
+        state.entries.clear();
+        state.retained.clear();
+        state.attempts.clear();
+    }
+}
+
+/// An active Initialize transaction: a closed registry keeps its entries until the last
+/// one drops.
+pub(crate) struct Transaction {
+    registry: Arc<Registry>,
+}
+
+impl Drop for Transaction {
+    fn drop(&mut self) {
+        let mut state = self.registry.lock();
+        state.transactions -= 1;
+        if state.closed && state.transactions == 0 {
+            Registry::clear(&mut state);
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio_util::sync::CancellationToken;
 
     #[tokio::test]
     async fn gate_refuses_past_its_waiter_bound() {
         let gate = Arc::new(Gate::default());
         let held = gate.acquire().await.unwrap();
         // The holder is not a waiter: exactly MAX_RECONNECT_WAITERS more may queue.
-        assert_eq!(gate.waiters(), 0);
+        let mut waiters = gate.waiters();
+        assert_eq!(*waiters.borrow(), 0);
         let mut waiting = Vec::new();
         for _ in 0..MAX_RECONNECT_WAITERS {
             let gate = gate.clone();
             waiting.push(tokio::spawn(async move { gate.acquire().await.map(drop) }));
         }
-        let queued = async {
-            while gate.waiters() < MAX_RECONNECT_WAITERS {
-                tokio::task::yield_now().await;
-            }
-        };
+        let queued = waiters.wait_for(|n| *n == MAX_RECONNECT_WAITERS);
         tokio::time::timeout(std::time::Duration::from_secs(30), queued)
             .await
-            .expect("every waiter queued");
+            .expect("every waiter queued")
+            .unwrap();
         assert!(gate.acquire().await.is_err());
         drop(held);
         for w in waiting {
             assert!(w.await.unwrap().is_ok());
         }
+    }
+
+    #[tokio::test]
+    async fn close_waits_for_active_transactions_and_aborts_pending_attempts() {
+        let registry = Registry::new(4);
+        let root = CancellationToken::new();
+        let store = agent_daemon::session::SessionStore::new(&root, 4).unwrap();
+        let slot = registry.reserve_slot().unwrap();
+        let session = store.fresh().unwrap();
+        let entry = Entry {
+            session,
+            negotiated: Negotiated {
+                protocol: agent_protocol::negotiate::version(1, 3, 0),
+                limits: Default::default(),
+                capabilities: Vec::new(),
+            },
+            gate: Arc::new(Gate::default()),
+        };
+        assert!(registry.install_fresh(slot, entry, None));
+        let Reserve::Owner(pending) = registry.reserve_attempt(&[7; 16], [1; 32]).await else {
+            panic!("a new attempt is owned");
+        };
+        let transaction = registry.begin().unwrap();
+        registry.close();
+        // The in-flight attempt is aborted at once; the entry stays while a transaction runs.
+        assert_eq!(registry.sizes(), (1, 0));
+        assert!(
+            registry.begin().is_none(),
+            "a closed registry starts no transaction"
+        );
+        drop(pending);
+        assert_eq!(registry.sizes(), (1, 0));
+        drop(transaction);
+        assert_eq!(registry.sizes(), (0, 0));
     }
 }

@@ -13,8 +13,12 @@ use agent_protocol::negotiate::{implemented_range, validate_range, version};
 use agent_protocol::pb::common::v1::{BuildIdentity, Limits, ProtocolRange};
 use agent_protocol::pb::engine::v1::engine_service_server::EngineServiceServer;
 use tokio::task::JoinHandle;
+use tokio_stream::StreamExt as _;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use tonic::service::interceptor::InterceptedService;
+
+use crate::connection::Closable;
 
 use crate::registry::Registry;
 use crate::service::{Authenticator, Service, Shared};
@@ -27,6 +31,10 @@ pub const MIN_TRANSPORT_MESSAGE_BYTES: usize = 1 << 20;
 pub const DEFAULT_COLLECTION_ITEMS: u32 = 1024;
 /// The default largest message (tool output crosses the socket).
 pub const DEFAULT_MESSAGE_BYTES: u64 = 16 << 20;
+/// How long a forced stop waits for the closed connections and their stream tasks to end
+/// before it gives up on them (they hold no lock the caller needs; closing the socket
+/// already failed every read and write).
+pub const FORCED_STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// Why a server could not be built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +136,8 @@ pub struct Server {
     expected_uid: u32,
     message_bytes: usize,
     graceful: CancellationToken,
+    force: CancellationToken,
+    connections: TaskTracker,
     task: Option<JoinHandle<()>>,
 }
 
@@ -177,6 +187,8 @@ impl Server {
             capabilities,
             limits,
             range,
+            tasks: TaskTracker::new(),
+            open_streams: Arc::new(tokio::sync::watch::Sender::new(0)),
         });
         let service = Service {
             shared: shared.clone(),
@@ -190,6 +202,8 @@ impl Server {
             expected_uid: config.expected_uid,
             message_bytes,
             graceful: CancellationToken::new(),
+            force: CancellationToken::new(),
+            connections: TaskTracker::new(),
             task: None,
         })
     }
@@ -202,6 +216,26 @@ impl Server {
     /// How many negotiated sessions and initialization attempt records the registry holds.
     pub fn registry_sizes(&self) -> (usize, usize) {
         self.shared.registry.sizes()
+    }
+
+    /// How many Initialize calls wait on `client_id`'s reconnect gate (at most
+    /// [`MAX_RECONNECT_WAITERS`](crate::MAX_RECONNECT_WAITERS) are admitted), as a watch an
+    /// operator or a test can wait on; `None` for a client the registry does not hold.
+    pub fn reconnect_waiters(
+        &self,
+        client_id: &str,
+    ) -> Option<tokio::sync::watch::Receiver<usize>> {
+        self.shared
+            .registry
+            .entry(client_id)
+            .map(|e| e.gate.waiters())
+    }
+
+    /// How many server streams (StreamEvents, tailing StreamInteractions) are open, as a
+    /// watch: a stream counts until its task has dropped its host observation, so once the
+    /// count falls, that stream's lease is free.
+    pub fn open_streams(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.shared.open_streams.subscribe()
     }
 
     /// The most negotiated sessions.
@@ -226,7 +260,10 @@ impl Server {
                 expected_uid: self.expected_uid,
             },
         );
-        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener);
+        let force = self.force.clone();
+        let connections = self.connections.clone();
+        let incoming = tokio_stream::wrappers::UnixListenerStream::new(listener)
+            .map(move |io| io.map(|io| Closable::new(io, force.clone(), connections.token())));
         let graceful = self.graceful.clone();
         self.task = Some(tokio::spawn(async move {
             // A failed accept loop ends serving; the daemon's shutdown still runs.
@@ -238,9 +275,12 @@ impl Server {
         Ok(())
     }
 
-    /// Stops serving: cancels the adapter root (streams end quietly, new RPCs are
-    /// `Unavailable`), stops gracefully, closes the registry, and force-stops at
-    /// `deadline`. Returns whether the stop was graceful. Idempotent.
+    /// Stops serving (contract section 3.4): cancels the adapter root (stream observations
+    /// end, new RPCs are `Unavailable` "local daemon is stopping"), stops gracefully, and
+    /// at `deadline` forces a stop: every connection is closed, which ends every RPC still
+    /// blocked on a client (a tail whose client stopped reading), and the server waits
+    /// (at most [`FORCED_STOP_WAIT`]) for the connections and the stream tasks to end.
+    /// The registry closes last. Returns whether the stop was graceful. Idempotent.
     pub async fn shutdown(&mut self, deadline: Duration) -> bool {
         self.shared.root.cancel();
         self.graceful.cancel();
@@ -248,13 +288,29 @@ impl Server {
             Some(mut task) => match tokio::time::timeout(deadline, &mut task).await {
                 Ok(_) => true,
                 Err(_) => {
-                    task.abort();
-                    let _ = task.await;
+                    self.force.cancel();
+                    // With every connection failing, tonic's graceful wait ends by itself.
+                    if tokio::time::timeout(FORCED_STOP_WAIT, &mut task)
+                        .await
+                        .is_err()
+                    {
+                        task.abort();
+                        let _ = task.await;
+                    }
                     false
                 }
             },
             None => true,
         };
+        self.connections.close();
+        self.shared.tasks.close();
+        let joined = async {
+            self.connections.wait().await;
+            self.shared.tasks.wait().await;
+        };
+        // Stream tasks end once their connection is gone, or once the root fence reaches
+        // them; the bound only guards against a task that never polls again.
+        let _ = tokio::time::timeout(FORCED_STOP_WAIT, joined).await;
         self.shared.registry.close();
         graceful
     }
@@ -264,6 +320,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         self.shared.root.cancel();
         self.graceful.cancel();
+        self.force.cancel();
         if let Some(task) = self.task.take() {
             task.abort();
         }

@@ -104,6 +104,27 @@ pub(crate) struct Shared {
     pub(crate) capabilities: Vec<String>,
     pub(crate) limits: Limits,
     pub(crate) range: ProtocolRange,
+    /// The stream tasks, so a shutdown can wait for them.
+    pub(crate) tasks: tokio_util::task::TaskTracker,
+    /// How many stream tasks run now (each holds its host observation and stream lease).
+    pub(crate) open_streams: Arc<tokio::sync::watch::Sender<usize>>,
+}
+
+/// Counts one stream task in [`Shared::open_streams`] until it drops, which the task makes
+/// the last thing it drops, after its observation (and so its stream lease).
+pub(crate) struct OpenStream(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl OpenStream {
+    fn new(count: &Arc<tokio::sync::watch::Sender<usize>>) -> OpenStream {
+        count.send_modify(|n| *n += 1);
+        OpenStream(count.clone())
+    }
+}
+
+impl Drop for OpenStream {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
 }
 
 /// The service; cheap to clone.
@@ -361,6 +382,10 @@ impl Service {
 
     async fn initialize_inner(&self, r: pb::InitializeRequest) -> Reply<pb::InitializeResponse> {
         let registry = &self.shared.registry;
+        // A closing registry keeps its entries until this transaction ends.
+        let Some(_transaction) = registry.begin() else {
+            return Err(tonic::Status::unavailable(STOPPING_MESSAGE));
+        };
         let mut attempt: Option<AttemptReservation> = None;
         if !r.initialization_attempt_id.is_empty()
             && r.initialization_attempt_id.len() == INITIALIZATION_ATTEMPT_ID_BYTES
@@ -597,6 +622,40 @@ pub fn attempt_fingerprint(request: &pb::InitializeRequest) -> [u8; 32] {
     Sha256::digest(cleared.encode_to_vec()).into()
 }
 
+/// An interaction control carrying only `status`.
+fn failure_control(status: Status) -> pb::InteractionStreamControl {
+    pb::InteractionStreamControl {
+        status: Some(status),
+        ..Default::default()
+    }
+}
+
+/// A failure control as a frame that fits `max_message_bytes` (contract section 3.9): the
+/// control itself; if it does not fit, an `INTERNAL` control; if that does not fit either,
+/// gRPC `ResourceExhausted` instead of a frame.
+pub(crate) fn interaction_failure_frame(
+    control: pb::InteractionStreamControl,
+    max_message_bytes: u64,
+) -> Result<pb::StreamInteractionsResponse, tonic::Status> {
+    let frame = |control| pb::StreamInteractionsResponse {
+        payload: Some(pb::stream_interactions_response::Payload::Control(control)),
+    };
+    let fits = |frame: &pb::StreamInteractionsResponse| {
+        u64::try_from(frame.encoded_len()).is_ok_and(|len| len <= max_message_bytes)
+    };
+    let first = frame(control);
+    if fits(&first) {
+        return Ok(first);
+    }
+    let fallback = frame(failure_control(internal()));
+    if fits(&fallback) {
+        return Ok(fallback);
+    }
+    Err(tonic::Status::resource_exhausted(
+        "interaction stream failure exceeds the message size",
+    ))
+}
+
 type BoxStream<T> = Pin<Box<dyn tokio_stream::Stream<Item = Result<T, tonic::Status>> + Send>>;
 
 fn control_frame(control: pb::StreamControl) -> pb::StreamEventsResponse {
@@ -789,7 +848,10 @@ impl EngineService for Service {
         }
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
-        tokio::spawn(async move {
+        let open = OpenStream::new(&self.shared.open_streams);
+        self.shared.tasks.spawn(async move {
+            // Locals drop in reverse: the observation (and its lease) before the count.
+            let _open = open;
             let mut observation = observation;
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
@@ -803,11 +865,26 @@ impl EngineService for Service {
             let mut last = page_last;
             loop {
                 let next = tokio::select! {
-                    next = observation.next() => next,
+                    next = observation.next_or_lag() => next,
                     () = tx.closed() => return,
                     () = root.cancelled() => return,
                 };
-                let Some(envelope) = next else { return };
+                let envelope = match next {
+                    Ok(Some(envelope)) => envelope,
+                    // The log ended, or a fence (reconnect, shutdown): end quietly.
+                    Ok(None) => return,
+                    // The subscriber fell behind the bounded tail: say so, with the exact
+                    // cursor to replay from, rather than end as if the run had.
+                    Err(lag) => {
+                        let control = pb::StreamControl {
+                            status: Some(overload_status(lag.resource, lag.limit, lag.observed)),
+                            last_delivered_sequence: lag.last_delivered,
+                            ..Default::default()
+                        };
+                        let _ = tx.send(Ok(control_frame(control))).await;
+                        return;
+                    }
+                };
                 let Some(event) = event_to_wire(&envelope).filter(|e| e.sequence == last + 1)
                 else {
                     let _ = tx
@@ -835,15 +912,10 @@ impl EngineService for Service {
     ) -> Reply<Self::StreamInteractionsStream> {
         self.admit(&request)?;
         let r = request.into_inner();
+        let server_bound = self.shared.limits.max_message_bytes;
         let fail = |status: Status| -> Reply<Self::StreamInteractionsStream> {
-            Ok(Response::new(one_frame(pb::StreamInteractionsResponse {
-                payload: Some(pb::stream_interactions_response::Payload::Control(
-                    pb::InteractionStreamControl {
-                        status: Some(status),
-                        ..Default::default()
-                    },
-                )),
-            })))
+            let frame = interaction_failure_frame(failure_control(status), server_bound)?;
+            Ok(Response::new(one_frame(frame)))
         };
         if let Err(v) =
             agent_protocol::requests::validate_client_fields(&r.client_id, r.ownership_epoch)
@@ -878,6 +950,12 @@ impl EngineService for Service {
             });
         }
         let negotiated = entry.negotiated.clone();
+        // From here on a failure control must fit the negotiated bound.
+        let bound = negotiated.limits.max_message_bytes;
+        let fail = |status: Status| -> Reply<Self::StreamInteractionsStream> {
+            let frame = interaction_failure_frame(failure_control(status), bound)?;
+            Ok(Response::new(one_frame(frame)))
+        };
         let ctx = self.ctx();
         let control = |revision: u64, tailing: bool| pb::StreamInteractionsResponse {
             payload: Some(pb::stream_interactions_response::Payload::Control(
@@ -948,7 +1026,11 @@ impl EngineService for Service {
         };
         let (tx, rx) = mpsc::channel(STREAM_BUFFER);
         let root = self.shared.root.clone();
-        tokio::spawn(async move {
+        let open = OpenStream::new(&self.shared.open_streams);
+        self.shared.tasks.spawn(async move {
+            // Locals drop in reverse: the observation (and its lease) before the count.
+            let _open = open;
+            let mut observation = observation;
             for frame in frames {
                 if tx.send(Ok(frame)).await.is_err() {
                     return;
@@ -960,22 +1042,31 @@ impl EngineService for Service {
                     () = tx.closed() => return,
                     () = root.cancelled() => return,
                 };
-                // Fenced (reconnect, shutdown) or closed: end quietly.
-                let Some(delta) = next else { return };
+                let Some(delta) = next else {
+                    // Cut off for a queue bound: say so with the exact facts. Otherwise
+                    // fenced (reconnect, shutdown) or closed: end quietly.
+                    if let Some(exhausted) = observation.exhausted() {
+                        let control = pb::InteractionStreamControl {
+                            status: Some(overload_status(
+                                exhausted.resource,
+                                exhausted.limit as u64,
+                                exhausted.observed as u64,
+                            )),
+                            latest_revision: exhausted.last_delivered,
+                            page_last_revision: exhausted.last_delivered,
+                            ..Default::default()
+                        };
+                        let _ = tx.send(interaction_failure_frame(control, bound)).await;
+                    }
+                    return;
+                };
                 let frame = delta_to_wire(&delta, &validator);
                 let accepted = frame
                     .as_ref()
                     .is_some_and(|frame| validator.accept(frame).is_ok());
                 let Some(frame) = frame.filter(|_| accepted) else {
-                    let failure = pb::StreamInteractionsResponse {
-                        payload: Some(pb::stream_interactions_response::Payload::Control(
-                            pb::InteractionStreamControl {
-                                status: Some(internal()),
-                                ..Default::default()
-                            },
-                        )),
-                    };
-                    let _ = tx.send(Ok(failure)).await;
+                    let failure = interaction_failure_frame(failure_control(internal()), bound);
+                    let _ = tx.send(failure).await;
                     return;
                 };
                 if tx.send(Ok(frame)).await.is_err() {
@@ -1267,5 +1358,118 @@ impl EngineService for Service {
             return reply(echo(internal()));
         }
         reply(response)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::event::{
+        FailureCode, Timestamp, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted,
+        ToolStartedVersion,
+    };
+    use agent_core::tool::{ExecutionState, RetryDisposition};
+
+    fn wire(sequence: u64, event: Event) -> pb::RunEvent {
+        let envelope = Envelope::new(
+            Arc::from("run-1"),
+            sequence,
+            Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
+            event,
+        );
+        event_to_wire(&envelope).expect("representable")
+    }
+
+    fn json(event: &pb::RunEvent) -> serde_json::Value {
+        serde_json::from_slice(&event.payload_json).unwrap()
+    }
+
+    #[test]
+    fn event_to_wire_projects_only_the_safe_tool_fields() {
+        let started = wire(
+            1,
+            Event::ToolStarted(ToolStarted {
+                version: ToolStartedVersion,
+                call_id: "c1".into(),
+                name: "write".into(),
+                turn: 1,
+                plan_id: Arc::from("plan-secret"),
+                plan_fingerprint: Arc::from("fingerprint-secret"),
+                plan_identity: Arc::from("identity-secret"),
+                workspace: Some(Arc::from("/home/secret")),
+                declared: None,
+            }),
+        );
+        assert_eq!(started.kind, pb::EventKind::ToolStarted as i32);
+        assert_eq!(
+            json(&started),
+            serde_json::json!({"call_id": "c1", "name": "write"})
+        );
+        let completed = wire(
+            2,
+            Event::ToolCompleted(ToolCompleted::new("c1", "write", ToolOutcome::Problem)),
+        );
+        assert_eq!(
+            json(&completed),
+            serde_json::json!({"call_id": "c1", "name": "write", "error": "", "outcome": "problem"})
+        );
+        assert!(completed.terminal);
+        let failed = wire(
+            3,
+            Event::ToolFailed(ToolFailed::new(
+                "c1",
+                "write",
+                FailureCode::ToolFailed,
+                Some((ExecutionState::Uncertain, RetryDisposition::Allowed)),
+            )),
+        );
+        let value = json(&failed);
+        assert_eq!(value["error"], TOOL_FAILED_TEXT);
+        assert_eq!(value["call_id"], "c1");
+        assert!(value.get("retry").is_some(), "{value}");
+        let keys: Vec<&str> = value
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        assert!(
+            keys.iter()
+                .all(|k| ["call_id", "name", "error", "retry"].contains(k)),
+            "{keys:?}"
+        );
+        // Every other event carries the kernel's payload unchanged.
+        let turn = wire(4, Event::TurnStarted { turn: 2 });
+        assert_eq!(json(&turn), serde_json::json!({"turn": 2}));
+        assert!(!turn.terminal);
+    }
+
+    #[test]
+    fn a_failure_control_falls_back_to_internal_then_to_a_grpc_status() {
+        let overload = failure_control(overload_status("pending_observer_queue_entries", 8, 9));
+        let len = |control: &pb::InteractionStreamControl| {
+            pb::StreamInteractionsResponse {
+                payload: Some(pb::stream_interactions_response::Payload::Control(
+                    control.clone(),
+                )),
+            }
+            .encoded_len() as u64
+        };
+        let full = len(&overload);
+        let internal_len = len(&failure_control(internal()));
+        assert!(internal_len < full, "the fallback is the smaller frame");
+        // Exactly at the bound the control itself is sent.
+        let sent = interaction_failure_frame(overload.clone(), full).unwrap();
+        assert_eq!(sent.encoded_len() as u64, full);
+        // One byte short: the INTERNAL control.
+        let sent = interaction_failure_frame(overload.clone(), full - 1).unwrap();
+        let Some(pb::stream_interactions_response::Payload::Control(control)) = sent.payload else {
+            panic!("a control");
+        };
+        assert_eq!(control.status, Some(internal()));
+        // The fallback exactly fits; one byte less and no frame fits.
+        assert!(interaction_failure_frame(overload.clone(), internal_len).is_ok());
+        let status = interaction_failure_frame(overload, internal_len - 1).unwrap_err();
+        assert_eq!(status.code(), tonic::Code::ResourceExhausted);
     }
 }

@@ -176,3 +176,164 @@ pub fn lifecycle_failure(
     }
     Ok(status)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_daemon::session::StaleFacts;
+
+    fn code(status: &Status) -> ErrorCode {
+        ErrorCode::try_from(status.code).unwrap()
+    }
+
+    fn facts(expected: u64, observed: u64) -> HostError {
+        HostError::StaleSession(Some(StaleFacts {
+            client_id: "c".into(),
+            expected,
+            observed,
+        }))
+    }
+
+    #[test]
+    fn lifecycle_failure_maps_safe_recovery_facts() {
+        let op = Some(("op-1", MutationKind::Start));
+        // Stale with usable facts: STALE_CLIENT with both epochs.
+        let stale = lifecycle_failure(&facts(3, 2), op).unwrap();
+        assert_eq!(code(&stale), ErrorCode::StaleClient);
+        assert_eq!(
+            stale.detail,
+            Some(Detail::StaleClient(StaleClient {
+                expected_epoch: 3,
+                observed_epoch: 2,
+            }))
+        );
+        assert_eq!(
+            stale.operation_id, "op-1",
+            "non-uncertain failures echo the id"
+        );
+        // Host capacity: retryable RESOURCE_EXHAUSTED with the facts.
+        let capacity = HostError::Capacity {
+            resource: "active runs".into(),
+            limit: 4,
+            observed: 5,
+        };
+        let status = lifecycle_failure(&capacity, None).unwrap();
+        assert_eq!(code(&status), ErrorCode::ResourceExhausted);
+        assert!(status.retryable);
+        assert_eq!(status.message, CAPACITY_MESSAGE);
+        assert_eq!(
+            status.detail,
+            Some(Detail::Overload(Overload {
+                resource: "active runs".into(),
+                limit: 4,
+                observed: 5,
+            }))
+        );
+        // Session-gate capacity: the facts are (limit, limit + 1).
+        let gate = HostError::SessionGateCapacity {
+            resource: "session gate waiters".into(),
+            limit: 64,
+        };
+        let status = lifecycle_failure(&gate, None).unwrap();
+        assert_eq!(code(&status), ErrorCode::ResourceExhausted);
+        let Some(Detail::Overload(overload)) = status.detail else {
+            panic!("overload facts");
+        };
+        assert_eq!((overload.limit, overload.observed), (64, 65));
+        // The fixed mappings.
+        for (error, expected, retryable) in [
+            (HostError::RunUnavailable, ErrorCode::NotFound, false),
+            (HostError::Closed, ErrorCode::Unavailable, true),
+            (HostError::Unavailable, ErrorCode::Unavailable, true),
+            (HostError::State, ErrorCode::Conflict, false),
+            (HostError::Conflict, ErrorCode::Conflict, false),
+            (HostError::StaleSession(None), ErrorCode::Unavailable, true),
+        ] {
+            let status = lifecycle_failure(&error, None).unwrap();
+            assert_eq!(code(&status), expected, "{error:?}");
+            assert_eq!(status.retryable, retryable, "{error:?}");
+        }
+        // Uncertain: the operation and its kind, for every mutation kind.
+        for kind in [
+            MutationKind::Start,
+            MutationKind::Cancel,
+            MutationKind::Respond,
+            MutationKind::Suspend,
+            MutationKind::Resume,
+            MutationKind::Import,
+        ] {
+            let status = lifecycle_failure(&HostError::Uncertain, Some(("op-9", kind))).unwrap();
+            assert_eq!(code(&status), ErrorCode::UncertainOperation);
+            assert_eq!(
+                status.detail,
+                Some(Detail::UncertainOperation(UncertainOperation {
+                    operation_id: "op-9".into(),
+                    operation_kind: kind.as_str().into(),
+                }))
+            );
+        }
+    }
+
+    #[test]
+    fn lifecycle_failure_fails_closed_without_valid_recovery_facts() {
+        // Stale facts that say nothing (epoch 0, or equal epochs) reveal nothing.
+        for error in [facts(0, 2), facts(2, 2)] {
+            let status = lifecycle_failure(&error, None).unwrap();
+            assert_eq!(code(&status), ErrorCode::Unavailable, "{error:?}");
+            assert_eq!(status.message, SESSION_UNAVAILABLE_MESSAGE);
+            assert_eq!(status.detail, None);
+        }
+        // Capacity without a resource or a limit is a bare sentinel: UNAVAILABLE.
+        for error in [
+            HostError::Capacity {
+                resource: String::new(),
+                limit: 4,
+                observed: 5,
+            },
+            HostError::Capacity {
+                resource: "active runs".into(),
+                limit: 0,
+                observed: 1,
+            },
+            HostError::SessionGateCapacity {
+                resource: String::new(),
+                limit: 64,
+            },
+        ] {
+            let status = lifecycle_failure(&error, None).unwrap();
+            assert_eq!(code(&status), ErrorCode::Unavailable, "{error:?}");
+            assert!(status.retryable);
+            assert_eq!(status.detail, None);
+        }
+        // Observed below the bound is raised to limit + 1 (an overload is past its limit).
+        let low = HostError::Capacity {
+            resource: "active runs".into(),
+            limit: 4,
+            observed: 1,
+        };
+        let Some(Detail::Overload(overload)) = lifecycle_failure(&low, None).unwrap().detail else {
+            panic!("overload facts");
+        };
+        assert_eq!(overload.observed, 5);
+        // Uncertain without an operation, and a replay range escaping the stream handler,
+        // are INTERNAL with the fixed message.
+        for error in [
+            HostError::Uncertain,
+            HostError::OutOfRange {
+                earliest: 1,
+                latest: 2,
+            },
+        ] {
+            let status = lifecycle_failure(&error, None).unwrap();
+            assert_eq!(code(&status), ErrorCode::Internal, "{error:?}");
+            assert_eq!(status.message, INTERNAL_MESSAGE);
+        }
+    }
+
+    #[test]
+    fn lifecycle_transport_failures_remain_grpc_status_only() {
+        let error = lifecycle_failure(&HostError::Cancelled, Some(("op", MutationKind::Start)))
+            .unwrap_err();
+        assert_eq!(error.code(), tonic::Code::Cancelled);
+    }
+}

@@ -6,7 +6,6 @@ mod common;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
-use std::time::Duration;
 
 use agent_protocol::pb::common::v1::ErrorCode;
 use agent_protocol::pb::engine::v1 as pb;
@@ -162,7 +161,10 @@ async fn a_client_dropped_mid_stream_frees_its_stream_lease() {
     let mut client = fixture.client().await;
     let s = session(&mut client).await;
     let run = start(&mut client, &s, "op", PENDING_DEFINITION_ID).await;
+    let mut open = fixture.daemon().server().open_streams();
     for round in 0..4 {
+        // The previous round's probe has let go of the one lease.
+        bounded(open.wait_for(|n| *n == 0)).await.unwrap();
         // Open a tailing stream on its own connection, read its page, then drop the
         // whole connection mid-stream.
         let mut other = fixture.client().await;
@@ -176,29 +178,19 @@ async fn a_client_dropped_mid_stream_frees_its_stream_lease() {
         }
         drop(tail);
         drop(other);
-        // The lease is freed once the server sees the drop; the next open waits for it.
-        let freed = bounded(async {
-            loop {
-                let mut probe = bounded(client.stream_events(stream_request(&s, &run, 0, false)))
-                    .await
-                    .unwrap()
-                    .into_inner();
-                let frame = bounded(probe.message()).await.unwrap().unwrap();
-                match frame.payload.unwrap() {
-                    pb::stream_events_response::Payload::Event(_) => break true,
-                    pb::stream_events_response::Payload::Control(c) => {
-                        let status = c.status.unwrap();
-                        assert_eq!(
-                            ErrorCode::try_from(status.code).unwrap(),
-                            ErrorCode::ResourceExhausted,
-                            "{status:?}"
-                        );
-                        tokio::time::sleep(Duration::from_millis(5)).await;
-                    }
-                }
-            }
-        })
-        .await;
+        // The lease is freed once the server sees the drop and the stream task ends: wait
+        // for the server's open-stream count, then the next open gets the lease.
+        bounded(open.wait_for(|n| *n == 0)).await.unwrap();
+        let mut probe = bounded(client.stream_events(stream_request(&s, &run, 0, false)))
+            .await
+            .unwrap()
+            .into_inner();
+        let frame = bounded(probe.message()).await.unwrap().unwrap();
+        let freed = matches!(
+            frame.payload,
+            Some(pb::stream_events_response::Payload::Event(_))
+        );
+        drop(probe);
         assert!(freed);
     }
     fixture.shutdown().await;

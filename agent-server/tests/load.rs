@@ -51,14 +51,13 @@ async fn sixty_four_clients_sixteen_runs_each() {
         }
     }
     assert_eq!(all.len(), CLIENTS * RUNS, "nothing lost");
-    // A run's slot is released by its monitor just after the terminal event is published;
-    // the host offers no signal for that, so wait (bounded) until every slot is free.
-    bounded(async {
-        while fixture.daemon().host().describe().active_runs != 0 {
-            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-        }
-    })
-    .await;
+    // A run's slot is released by its monitor just after the terminal event is published:
+    // wait for the host's signal that every slot is free.
+    let never = tokio_util::sync::CancellationToken::new();
+    bounded(fixture.daemon().host().wait_idle(&never))
+        .await
+        .unwrap();
+    assert_eq!(fixture.daemon().host().describe().active_runs, 0);
     assert!(fixture.daemon().host().sessions().len() <= CLIENTS);
     let (entries, attempts) = fixture.daemon().server().registry_sizes();
     assert_eq!((entries, attempts), (CLIENTS, 0));

@@ -657,3 +657,76 @@ async fn concurrent_initializations_of_one_attempt_allocate_one_session() {
     assert_eq!(fixture.daemon().server().registry_sizes(), (1, 1));
     fixture.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protocol_range_defaults_to_production_and_allows_a_private_prefix() {
+    use agent_protocol::negotiate::version;
+    use agent_protocol::pb::common::v1::ProtocolRange;
+    let range = |lo, hi| ProtocolRange {
+        minimum: Some(lo),
+        maximum: Some(hi),
+    };
+    // Production: a 1.3-only client negotiates 1.3.
+    let mut fixture = Fixture::start("range-default").await;
+    let mut client = fixture.client().await;
+    let response = bounded(client.initialize(initialize(Some([3; 16]), None)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(response.status.as_ref()), ErrorCode::Ok);
+    assert_eq!(response.protocol.unwrap().minor, 3);
+    fixture.shutdown().await;
+    // A private prefix 1.0-1.2: legacy clients negotiate 1.2, a 1.3-only client is refused
+    // with a typed status and allocates nothing.
+    let mut fixture = Fixture::with(
+        "range-prefix",
+        agent_server::fixture::FixtureOptions::default(),
+        move |config| {
+            config.protocol = Some(range(version(1, 0, 0), version(1, 2, 0)));
+        },
+    )
+    .await;
+    let mut client = fixture.client().await;
+    let legacy = bounded(client.initialize(initialize(None, None)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(legacy.status.as_ref()), ErrorCode::Ok);
+    assert_eq!(legacy.protocol.unwrap().minor, 2);
+    let refused = bounded(client.initialize(initialize(Some([4; 16]), None)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        code(refused.status.as_ref()),
+        ErrorCode::IncompatibleVersion
+    );
+    assert_eq!(fixture.daemon().server().registry_sizes(), (1, 0));
+    fixture.shutdown().await;
+    // Anything that is not such a prefix is refused at construction.
+    let temp = TempDir::new("range-bad");
+    let root = tokio_util::sync::CancellationToken::new();
+    for bad in [
+        range(version(1, 1, 0), version(1, 3, 0)),
+        range(version(1, 0, 0), version(1, 4, 0)),
+        range(version(1, 0, 0), version(1, 2, 1)),
+    ] {
+        let host =
+            agent_server::fixture::host(&root, &temp.path().join("authority"), Default::default())
+                .await
+                .unwrap();
+        let mut config = agent_server::ServerConfig::new(
+            agent_endpoint::EndpointToken::generate().unwrap(),
+            host.clone(),
+            build(),
+        );
+        config.protocol = Some(bad);
+        assert_eq!(
+            agent_server::Server::new(config).unwrap_err(),
+            agent_server::ServerError::ProtocolRange,
+            "{bad:?}"
+        );
+        bounded(host.shutdown()).await.unwrap();
+    }
+    root.cancel();
+}

@@ -109,6 +109,31 @@ impl Fixture {
         }
     }
 
+    /// A daemon over the run host `host` builds from the root token and the authority
+    /// directory (for tests that need their own definitions or engine).
+    pub async fn with_host(
+        tag: &str,
+        host: impl FnOnce(&CancellationToken, &Path) -> agent_daemon::RunHost,
+        adjust: impl FnOnce(&mut ServerConfig) + Send + 'static,
+    ) -> Fixture {
+        let temp = TempDir::new(tag);
+        let root = CancellationToken::new();
+        let host = host(&root, &temp.path().join("authority"));
+        let scope = UserScope::at(&temp.path().join("scope")).unwrap();
+        let mut config = DaemonConfig::new(scope, host, build());
+        config.server = Box::new(adjust);
+        let daemon = Daemon::start(config).await.unwrap();
+        let address = daemon.scope().address().to_path_buf();
+        let token = daemon.metadata().token.clone();
+        Fixture {
+            temp,
+            daemon: Some(daemon),
+            root,
+            address,
+            token,
+        }
+    }
+
     pub fn daemon(&self) -> &Daemon {
         self.daemon.as_ref().unwrap()
     }
