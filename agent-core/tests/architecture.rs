@@ -720,6 +720,7 @@ const HOST_CRATES: &[&str] = &[
     "agent-protocol",
     "agent-daemon",
     "agent-endpoint",
+    "agent-server",
     "agent-client",
     "agent-client-grpc",
     "agent-mcp",
@@ -787,6 +788,13 @@ fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Ve
             }
             if name == "agent-client" {
                 violations.push(format!("agent-client depends on {dep}"));
+            }
+            // Clients depend on the endpoint crate: no kernel, no host seam, no transport.
+            if name == "agent-endpoint"
+                && (KERNEL_CRATES.contains(&dep.as_str())
+                    || ["agent-daemon", "agent-server", "tonic"].contains(&dep.as_str()))
+            {
+                violations.push(format!("agent-endpoint depends on {dep}"));
             }
             if name == "agent-authority" && dep == "agent-daemon" {
                 violations.push("agent-authority depends on agent-daemon".to_owned());
