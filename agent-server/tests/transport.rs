@@ -630,3 +630,30 @@ async fn export_translates_the_envelope_and_import_refuses_a_finished_run() {
     assert_eq!(code(imported.status.as_ref()), ErrorCode::InvalidArgument);
     fixture.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_initializations_of_one_attempt_allocate_one_session() {
+    let mut fixture = Fixture::start("race").await;
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let mut client = fixture.client().await;
+        tasks.push(tokio::spawn(async move {
+            client
+                .initialize(initialize(Some([7; 16]), None))
+                .await
+                .unwrap()
+                .into_inner()
+                .encode_to_vec()
+        }));
+    }
+    let mut responses = Vec::new();
+    for task in tasks {
+        responses.push(bounded(task).await.unwrap());
+    }
+    // Whether it waited for the owner or found the committed record, every caller got the
+    // exact same response, and only one session exists.
+    assert!(responses.windows(2).all(|w| w[0] == w[1]));
+    assert_eq!(fixture.daemon().host().sessions().len(), 1);
+    assert_eq!(fixture.daemon().server().registry_sizes(), (1, 1));
+    fixture.shutdown().await;
+}
