@@ -37,6 +37,7 @@
 mod attempt;
 mod connector;
 mod convert;
+pub mod local;
 pub mod managed;
 mod session;
 mod status;

@@ -166,6 +166,10 @@ pub struct RunArgs {
     /// this process.
     #[arg(long)]
     pub daemon: bool,
+    /// With --daemon: the daemon definition to start (default `coding-agent`; `agent serve
+    /// --fixture` adds `00-fixture-text` and `01-fixture-pending`).
+    #[arg(long, value_name = "ID", requires = "daemon")]
+    pub definition: Option<String>,
     /// The one-shot form's options and task.
     #[command(flatten)]
     pub task: TaskArgs,
@@ -177,6 +181,10 @@ pub struct ServeArgs {
     /// Also serves the two fixture definitions client tests use.
     #[arg(long)]
     pub fixture: bool,
+    /// The run authority's directory (default `$AGENT_AUTHORITY_DIR`, else under the
+    /// user's state directory). Daemons that move snapshots between them share it.
+    #[arg(long, value_name = "DIR")]
+    pub authority: Option<PathBuf>,
 }
 
 /// A daemon run, named by its id.

@@ -65,6 +65,10 @@ pub enum CliError {
     /// The log subscriber could not be installed (bad `RUST_LOG`, or one is installed).
     #[error("logs: {0}")]
     Logs(String),
+    /// A daemon subcommand failed: no daemon, a refused call, an unreadable file (exit
+    /// code 1). The message holds no secret: endpoint tokens never reach it.
+    #[error("{0}")]
+    Daemon(String),
 }
 
 impl CliError {
@@ -79,6 +83,7 @@ impl CliError {
         match self {
             CliError::Unsupported(_) => EXIT_UNSUPPORTED,
             CliError::Logs(_) => EXIT_USAGE,
+            CliError::Daemon(_) => 1,
         }
     }
 }
