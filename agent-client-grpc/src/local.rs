@@ -103,6 +103,11 @@ impl LocalConnector {
         &self.inner.metadata
     }
 
+    /// Whether `other` is a clone of this connector (one channel, one fencing state).
+    pub fn shares_state_with(&self, other: &LocalConnector) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
     /// Whether an identity mismatch (or [`LocalConnector::close`]) closed it.
     pub fn is_closed(&self) -> bool {
         self.inner.closed.load(Ordering::SeqCst)

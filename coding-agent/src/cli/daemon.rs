@@ -197,7 +197,15 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     let stop = termination()?;
     let scope = scope()?;
     let authority = authority_dir(args)?;
-    std::fs::create_dir_all(&authority).map_err(|e| io_error("run authority", e))?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        // The authority refuses a directory others can read; create it private.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&authority)
+            .map_err(|e| io_error("run authority", e))?;
+    }
     let overrides = CodingAgentOverrides {
         approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
         ..CodingAgentOverrides::default()
@@ -354,8 +362,18 @@ fn initialize_request(claim: Option<c::ReconnectClaim>) -> Result<c::InitializeR
         "rustc",
     )
     .map_err(|e| io_error("client build", e))?;
-    let limits = c::Limits::new(16 << 20, 256, 256, 8 << 20, 8, 8)
-        .map_err(|e| io_error("client limits", e))?;
+    // From protocol 1.2 on a client requests at least the server's message size and
+    // collection count (the whole pending set fits one frame); this CLI talks to this
+    // build's daemon, so it requests exactly those.
+    let limits = c::Limits::new(
+        agent_server::server::DEFAULT_MESSAGE_BYTES,
+        agent_server::server::DEFAULT_COLLECTION_ITEMS,
+        256,
+        8 << 20,
+        8,
+        8,
+    )
+    .map_err(|e| io_error("client limits", e))?;
     let supported = vec![
         agent_protocol::limits::CAPABILITY_SNAPSHOT_AUTHORITY.to_owned(),
         agent_protocol::limits::CAPABILITY_SNAPSHOTS.to_owned(),
@@ -556,15 +574,15 @@ async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers:
 }
 
 /// How a followed run ended for the CLI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Ending {
     Completed,
     Failed,
     Cancelled,
     /// Another process reconnected as the run's owner.
     Fenced,
-    /// The daemon went away.
-    Lost,
+    /// The daemon went away or refused the stream (why, in its safe words).
+    Lost(String),
     /// Ctrl-C while attached (no cancel sent).
     Detached,
 }
@@ -672,7 +690,7 @@ async fn follow(
                     } else {
                         render(&event, &mut spinner, &mut out);
                     }
-                    if event.is_terminal() {
+                    if is_run_terminal(&event) {
                         spinner.stop();
                         return Ok(match event.kind() {
                             c::EventKind::RunCompleted => Ending::Completed,
@@ -693,10 +711,18 @@ async fn follow(
     }
 }
 
+/// Whether `event` ends the run (not just its turn, model call or tool call).
+fn is_run_terminal(event: &c::Event) -> bool {
+    matches!(
+        event.kind(),
+        c::EventKind::RunCompleted | c::EventKind::RunFailed | c::EventKind::RunCancelled
+    )
+}
+
 fn stream_ending(error: &c::Error) -> Ending {
     match error {
         c::Error::Closed | c::Error::StaleSession(_) => Ending::Fenced,
-        _ => Ending::Lost,
+        other => Ending::Lost(other.to_string()),
     }
 }
 
@@ -725,13 +751,11 @@ fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
         Ending::Fenced => Err(CliError::Daemon(format!(
             "run {run}: another process attached to it (this stream was fenced)"
         ))),
-        Ending::Lost => Err(CliError::Daemon(format!(
-            "run {run}: the daemon stopped answering"
-        ))),
+        Ending::Lost(why) => Err(CliError::Daemon(format!("run {run}: events: {why}"))),
     }
 }
 
-fn ending_state(ending: Ending) -> Option<&'static str> {
+fn ending_state(ending: &Ending) -> Option<&'static str> {
     match ending {
         Ending::Completed => Some("completed"),
         Ending::Failed => Some("failed"),
@@ -800,7 +824,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     let ending = follow(&session, &run, 0, args.task.json, OnInterrupt::Cancel).await;
     answering.abort();
     let ending = ending?;
-    if let Some(state) = ending_state(ending) {
+    if let Some(state) = ending_state(&ending) {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
@@ -903,7 +927,7 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
     let ending = follow(&session, &run, args.from, false, OnInterrupt::Detach).await;
     answering.abort();
     let ending = ending?;
-    if let Some(state) = ending_state(ending) {
+    if let Some(state) = ending_state(&ending) {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
