@@ -437,3 +437,54 @@ async fn reconnect_closes_and_joins_the_prior_stream() {
 fn metadata_is_redacted(m: &Metadata) -> String {
     format!("{m:?}")
 }
+
+/// Two clients of one daemon are isolated: neither sees (streams), cancels, suspends,
+/// exports nor answers the other's run, and an unknown run looks the same as a foreign one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_clients_of_one_daemon_are_isolated() {
+    let mut fixture = Fixture::start("isolate").await;
+    let connector = LocalConnector::new(fixture.daemon().metadata().clone()).unwrap();
+    let alice = bounded(connector.initialize(request(None))).await.unwrap();
+    let bob = bounded(connector.initialize(request(None))).await.unwrap();
+    assert_ne!(alice.connection().client_id(), bob.connection().client_id());
+    let run = start(&alice, PENDING_DEFINITION_ID, "alice-1").await;
+
+    let foreign = bounded(bob.events(c::Cursor::new(run.clone(), 0), tail(&bob))).await;
+    let unknown = c::RunRef::new("run-that-does-not-exist").unwrap();
+    let missing = bounded(bob.events(c::Cursor::new(unknown.clone(), 0), tail(&bob))).await;
+    let (Err(foreign), Err(missing)) = (foreign, missing) else {
+        panic!("bob streamed a run that is not his");
+    };
+    assert_eq!(
+        foreign.status_code(),
+        missing.status_code(),
+        "{foreign:?} / {missing:?}"
+    );
+    assert!(
+        bounded(bob.cancel(op("bob-cancel"), run.clone(), None))
+            .await
+            .is_err()
+    );
+    assert!(
+        bounded(bob.suspend(op("bob-suspend"), run.clone()))
+            .await
+            .is_err()
+    );
+    assert!(bounded(bob.export(run.clone())).await.is_err());
+    let yes = c::StructuredValue::parse(b"true".to_vec()).unwrap();
+    let interaction = c::InteractionId::new("approve-x").unwrap();
+    assert!(
+        bounded(bob.respond(op("bob-respond"), run.clone(), interaction, yes))
+            .await
+            .is_err()
+    );
+    // Alice still owns a live run and ends it.
+    bounded(alice.cancel(op("alice-cancel"), run.clone(), None))
+        .await
+        .unwrap();
+    let events = until_terminal(&alice, &run).await;
+    assert_eq!(events.last().unwrap().kind(), c::EventKind::RunCancelled);
+    alice.close();
+    bob.close();
+    fixture.shutdown().await;
+}

@@ -23,7 +23,7 @@
 
 pub mod index;
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -623,6 +623,13 @@ fn event_json(event: &c::Event) -> String {
     .to_string()
 }
 
+/// The Ctrl-C handler, installed before anything starts, so an early Ctrl-C is seen
+/// (not the default action, which would kill the process without a cancel).
+fn interrupt() -> Result<tokio::signal::unix::Signal, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))
+}
+
 /// What [`follow`] does on Ctrl-C.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OnInterrupt {
@@ -639,11 +646,8 @@ async fn follow(
     run: &c::RunRef,
     mut after: u64,
     json: bool,
-    on_interrupt: OnInterrupt,
+    (mut interrupt, on_interrupt): (tokio::signal::unix::Signal, OnInterrupt),
 ) -> Result<Ending, CliError> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut interrupt =
-        signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))?;
     let limits = session.connection().limits().clone();
     let options = c::EventStreamOptions::new(limits.replay_events(), true, &limits)
         .map_err(|e| io_error("event stream", e))?;
@@ -656,6 +660,20 @@ async fn follow(
             .await
         {
             Ok(stream) => stream,
+            // The retained window starts later (an imported run keeps only what follows
+            // its snapshot): read on from where the daemon says to.
+            Err(c::Error::CursorGap(gap)) if gap.recovery() > after => {
+                let _ = super::progress::write_stderr(
+                    format!(
+                        "agent: events up to {} are not retained; from {}\n",
+                        gap.recovery(),
+                        gap.recovery() + 1
+                    )
+                    .as_bytes(),
+                );
+                after = gap.recovery();
+                continue;
+            }
             Err(e) => return Ok(stream_ending(&e)),
         };
         loop {
@@ -727,9 +745,7 @@ fn stream_ending(error: &c::Error) -> Ending {
 }
 
 fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
-    if !std::io::stdout().is_terminal() {
-        // Keep the summary on its own line after streamed text.
-    }
+    // The summary goes on its own line after streamed text.
     let _ = writeln!(std::io::stdout());
     match ending {
         Ending::Completed => {
@@ -770,6 +786,7 @@ fn ending_state(ending: &Ending) -> Option<&'static str> {
 /// sends a cancel and exits 130 after the run's one terminal event. Exit codes: 0
 /// completed, 1 failed, 130 cancelled.
 pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
+    let interrupted = interrupt()?;
     let endpoint = Endpoint::open()?;
     let managed = endpoint.managed()?;
     let session = managed
@@ -821,7 +838,14 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         ApprovalMode::ReadOnly => Answers::Decline,
     };
     let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), answers));
-    let ending = follow(&session, &run, 0, args.task.json, OnInterrupt::Cancel).await;
+    let ending = follow(
+        &session,
+        &run,
+        0,
+        args.task.json,
+        (interrupted, OnInterrupt::Cancel),
+    )
+    .await;
     answering.abort();
     let ending = ending?;
     if let Some(state) = ending_state(&ending) {
@@ -910,6 +934,7 @@ async fn probe_state(endpoint: &Endpoint, run: &str) -> Option<String> {
 /// the run ends, answering its approvals on the terminal. Ctrl-C detaches (exit 130)
 /// without cancelling the run.
 pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
+    let interrupted = interrupt()?;
     let endpoint = Endpoint::open()?;
     let (session, entry) = endpoint.reconnect(&args.run.run).await?;
     // The fenced process lets go of the lock when it exits.
@@ -924,7 +949,14 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         run.clone(),
         Answers::Ask,
     ));
-    let ending = follow(&session, &run, args.from, false, OnInterrupt::Detach).await;
+    let ending = follow(
+        &session,
+        &run,
+        args.from,
+        false,
+        (interrupted, OnInterrupt::Detach),
+    )
+    .await;
     answering.abort();
     let ending = ending?;
     if let Some(state) = ending_state(&ending) {
