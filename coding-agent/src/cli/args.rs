@@ -42,6 +42,8 @@ const AFTER_HELP: &str = "Examples:
   agent --yes --max-turns 4 \"Add a CHANGELOG.md\"
   agent --suspend run.json \"Refactor the parser\" && agent --resume run.json
   agent tools --mcp-config mcp.json
+  agent serve                      (the local daemon, in the foreground)
+  agent run --daemon \"Summarize README.md\"  (attaches to it, or starts one)
   RUST_LOG=agent_logging=debug agent --log-format json \"Summarize README.md\"
 
 Exit codes: 0 done, 1 failed, 2 usage, 3-9 run-authority refusals (see docs/coding-agent.md),
