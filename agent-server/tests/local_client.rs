@@ -77,7 +77,7 @@ async fn start(session: &impl c::Session, id: &str, operation: &str) -> c::RunRe
 }
 
 fn tail(session: &impl c::Session) -> c::EventStreamOptions {
-    let limits = session.connection().limits().clone();
+    let limits = *session.connection().limits();
     c::EventStreamOptions::new(limits.replay_events(), true, &limits).unwrap()
 }
 
@@ -145,7 +145,7 @@ async fn connector_acceptance_against_the_daemon_grpc_server() {
         .await
         .unwrap();
     assert!(
-        matches!(cancelled, c::CancelResult::Requested { .. }),
+        matches!(cancelled, c::CancelResult::Requested),
         "{cancelled:?}"
     );
     let events = until_terminal(&session, &pending).await;

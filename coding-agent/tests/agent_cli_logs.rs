@@ -257,7 +257,11 @@ fn daemon_subcommands_parse_and_fail_typed() {
     }
     let out = run_env(&["import", "in.json"], None, &env);
     assert_eq!(out.code, Some(1), "{}", out.stderr());
-    assert!(out.stderr().starts_with("agent: in.json: "), "{}", out.stderr());
+    assert!(
+        out.stderr().starts_with("agent: in.json: "),
+        "{}",
+        out.stderr()
+    );
     let out = run_env(&["runs"], None, &env);
     assert_eq!(out.code, Some(0), "{}", out.stderr());
     assert!(out.stdout.is_empty(), "{}", out.stdout);

@@ -480,7 +480,19 @@ mod tests {
         };
         assert!(matches!(
             daemon(&["serve", "--fixture"]),
-            DaemonRequest::Serve(ServeArgs { fixture: true })
+            DaemonRequest::Serve(ServeArgs {
+                fixture: true,
+                authority: None
+            })
+        ));
+        assert!(matches!(
+            daemon(&["serve", "--authority", "/tmp/a"]),
+            DaemonRequest::Serve(ServeArgs { fixture: false, authority: Some(dir) })
+                if dir == std::path::Path::new("/tmp/a")
+        ));
+        assert!(matches!(
+            daemon(&["run", "--daemon", "--definition", "00-fixture-text", "t"]),
+            DaemonRequest::Run(RunArgs { definition: Some(d), .. }) if d == "00-fixture-text"
         ));
         assert!(matches!(
             daemon(&["run", "--daemon", "task"]),

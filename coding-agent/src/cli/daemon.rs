@@ -648,7 +648,7 @@ async fn follow(
     json: bool,
     (mut interrupt, on_interrupt): (tokio::signal::unix::Signal, OnInterrupt),
 ) -> Result<Ending, CliError> {
-    let limits = session.connection().limits().clone();
+    let limits = *session.connection().limits();
     let options = c::EventStreamOptions::new(limits.replay_events(), true, &limits)
         .map_err(|e| io_error("event stream", e))?;
     let mut spinner = Spinner::stderr();
@@ -895,7 +895,7 @@ fn is_final(state: &str) -> bool {
 async fn probe_state(endpoint: &Endpoint, run: &str) -> Option<String> {
     let (session, entry) = endpoint.reconnect(run).await.ok()?;
     let run_ref = c::RunRef::new(run).ok()?;
-    let limits = session.connection().limits().clone();
+    let limits = *session.connection().limits();
     let options = c::EventStreamOptions::new(1, false, &limits).ok()?;
     let mut stream = session
         .events(c::Cursor::new(run_ref.clone(), 0), options)
