@@ -341,6 +341,19 @@ fn a_killed_client_leaves_the_daemon_serving() {
     );
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(run_terminals(&out), ["run.completed"]);
+    let text_run = err
+        .lines()
+        .find(|l| l.contains("in the daemon"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        .unwrap()
+        .to_owned();
+    // `attach --from SEQ` replays only what follows SEQ: the text delta is event 4.
+    let (code, out, err) = agent(&sandbox, "a", &["attach", &text_run, "--from", "3"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("fixture reply"), "{out}");
+    let (code, out, err) = agent(&sandbox, "a", &["attach", &text_run, "--from", "4"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!out.contains("fixture reply"), "{out}");
 
     // The killed client's run is still there: `agent runs` reconnects as its owner (the
     // killed process's attachment lock died with it) and finds it running.
@@ -467,4 +480,33 @@ fn ctrl_c_cancels_the_daemon_run_and_exits_130() {
     let (status, out, err) = client.finish();
     assert_eq!(status.code(), Some(130), "{err}");
     assert_eq!(run_terminals(&out), ["run.cancelled"], "{out}");
+}
+
+/// Suspend and resume in one daemon: the run stops at a turn boundary, `agent runs` says
+/// so, and after `agent resume` it finishes (followed by `agent attach`).
+#[test]
+fn a_run_suspends_and_resumes_in_its_daemon() {
+    let sandbox = Sandbox::new("resume");
+    let _daemon = serve(&sandbox, "a", Some(SLOW_PACE_MS));
+    let mut client = Proc::spawn(
+        &sandbox,
+        &["run", "--daemon", "--yes", "--json", "survey"],
+        &sandbox.env("a", None),
+    );
+    let run = announced_run(&mut client);
+    client.stdout_line("\"run.started\"");
+    let (code, _, err) = agent(&sandbox, "a", &["suspend", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    client.finish();
+    let (code, out, _) = agent(&sandbox, "a", &["runs"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains(&format!("{run}\tsuspended")), "{out}");
+    let (code, out, err) = agent(&sandbox, "a", &["resume", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("resumed {run}")), "{out}");
+    let (code, out, err) = agent(&sandbox, "a", &["attach", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("offline model"), "{out}");
+    let (_, out, _) = agent(&sandbox, "a", &["runs"]);
+    assert!(out.contains(&format!("{run}\tcompleted")), "{out}");
 }
