@@ -265,6 +265,23 @@ fn daemon_subcommands_parse_and_fail_typed() {
     let out = run_env(&["runs"], None, &env);
     assert_eq!(out.code, Some(0), "{}", out.stderr());
     assert!(out.stdout.is_empty(), "{}", out.stdout);
+    // One-shot options do not apply to a daemon run: a usage error before anything starts.
+    for flag in [&["--workspace", "."][..], &["--max-turns", "3"][..]] {
+        let mut args = vec!["run", "--daemon"];
+        args.extend_from_slice(flag);
+        args.push("task");
+        let out = run_env(&args, None, &env);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr());
+        assert!(
+            out.stderr().contains("does not apply to --daemon"),
+            "{}",
+            out.stderr()
+        );
+    }
+    assert!(
+        !std::path::Path::new(&scope).join("daemon.log").exists(),
+        "nothing started"
+    );
     assert!(!std::path::Path::new("out.json").exists());
     // Their argument errors are usage errors.
     for args in [

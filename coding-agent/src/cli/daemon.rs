@@ -786,6 +786,25 @@ fn ending_state(ending: &Ending) -> Option<&'static str> {
 /// sends a cancel and exits 130 after the run's one terminal event. Exit codes: 0
 /// completed, 1 failed, 130 cancelled.
 pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
+    // The daemon has its own workspace, tools, authority and definitions.
+    let task = &args.task;
+    for (given, flag) in [
+        (task.workspace.is_some(), "--workspace"),
+        (task.mcp_config.is_some(), "--mcp-config"),
+        (task.suspend.is_some(), "--suspend"),
+        (task.resume.is_some(), "--resume"),
+        (task.authority.is_some(), "--authority"),
+        (
+            task.max_turns != super::args::DEFAULT_MAX_TURNS,
+            "--max-turns",
+        ),
+    ] {
+        if given {
+            return Err(CliError::Usage(format!(
+                "{flag} does not apply to --daemon (the daemon's definition decides; see `agent suspend`/`export`)"
+            )));
+        }
+    }
     let interrupted = interrupt()?;
     let endpoint = Endpoint::open()?;
     let managed = endpoint.managed()?;

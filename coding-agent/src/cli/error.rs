@@ -69,6 +69,9 @@ pub enum CliError {
     /// code 1). The message holds no secret: endpoint tokens never reach it.
     #[error("{0}")]
     Daemon(String),
+    /// An option that does not apply to the subcommand (exit code 2).
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl CliError {
@@ -84,6 +87,7 @@ impl CliError {
             CliError::Unsupported(_) => EXIT_UNSUPPORTED,
             CliError::Logs(_) => EXIT_USAGE,
             CliError::Daemon(_) => 1,
+            CliError::Usage(_) => EXIT_USAGE,
         }
     }
 }
