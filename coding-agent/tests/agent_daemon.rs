@@ -263,6 +263,10 @@ fn a_run_moves_between_daemons_through_a_signed_snapshot() {
     );
     let run = announced_run(&mut client);
     client.stdout_line("\"run.started\"");
+    // `agent runs` does not fence the streaming client: it reports the run as attached.
+    let (code, out, err) = agent(&sandbox, "a", &["runs"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains(&format!("{run}\tattached")), "{out}");
 
     let (code, out, err) = agent(&sandbox, "a", &["suspend", &run]);
     assert_eq!(code, Some(0), "{err}");
