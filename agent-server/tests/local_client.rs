@@ -488,3 +488,23 @@ async fn two_clients_of_one_daemon_are_isolated() {
     bob.close();
     fixture.shutdown().await;
 }
+
+/// The startup lock over the store: exclusive while held (a second acquire gives up at its
+/// timeout with `StartupLock`), free again after release.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_startup_lock_is_exclusive_until_released() {
+    use agent_client_grpc::managed::{StartupLease as _, StartupLock as _};
+    let temp = TempDir::new("startup-lock");
+    let scope = agent_endpoint::UserScope::at(&temp.path().join("scope")).unwrap();
+    let store = Store::open(scope.dir()).unwrap();
+    let lock = LocalStartupLock::new(store.clone());
+    let held = bounded(lock.acquire()).await.unwrap();
+    let other = LocalStartupLock::new(store).with_timeout(Duration::from_millis(50));
+    assert_eq!(
+        bounded(other.acquire()).await.unwrap_err(),
+        ManagedError::StartupLock
+    );
+    bounded(held.release()).await.unwrap();
+    let again = bounded(other.acquire()).await.unwrap();
+    bounded(again.release()).await.unwrap();
+}
