@@ -240,6 +240,15 @@ pub(crate) fn event_kind_from_wire(kind: i32) -> Result<c::EventKind, c::Error> 
         .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))
 }
 
+/// The status text of a `run.cancelled` that carries no data.
+pub(crate) const CANCELLED_TEXT: &str = "cancelled";
+/// The code of a `model.failed` that carries only a problem text.
+pub(crate) const MODEL_FAILED_CODE: &str = "model_failed";
+/// The problem of an `interaction.failed` that names none.
+pub(crate) const INTERACTION_FAILED_TEXT: &str = "failed";
+/// The problem of an `interaction.cancelled` that names none.
+pub(crate) const INTERACTION_CANCELLED_TEXT: &str = "cancelled";
+
 /// Payload shapes, one per detail (the daemon writes these JSON objects).
 mod payload {
     use serde::Deserialize;
@@ -247,12 +256,26 @@ mod payload {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct RunStarted {
-        pub(super) definition: String,
+        /// The definition id (the reference daemon's shape).
+        #[serde(default)]
+        pub(super) definition: Option<String>,
+        /// The agent definition's name (this workspace's kernel payload).
+        #[serde(default)]
+        pub(super) agent: Option<String>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct Status {
-        pub(super) error: String,
+        /// The status text (the reference daemon's shape).
+        #[serde(default)]
+        pub(super) error: Option<String>,
+        /// The failure code (this workspace's kernel: `run.failed`, `turn.failed`).
+        #[serde(default)]
+        pub(super) code: Option<String>,
+        /// The turn (this workspace's kernel: `turn.failed`).
+        #[serde(default)]
+        #[allow(dead_code)]
+        pub(super) turn: Option<u32>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -263,7 +286,9 @@ mod payload {
     #[serde(deny_unknown_fields)]
     pub(super) struct ModelStarted {
         pub(super) turn: u32,
-        pub(super) operation_id: String,
+        /// Absent from this workspace's kernel payload (`{"turn":N}`).
+        #[serde(default)]
+        pub(super) operation_id: Option<String>,
     }
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
@@ -282,8 +307,14 @@ mod payload {
     #[derive(Deserialize)]
     #[serde(deny_unknown_fields)]
     pub(super) struct ModelFailed {
-        pub(super) code: String,
-        pub(super) message: String,
+        /// The reference daemon's shape: a code and a message.
+        #[serde(default)]
+        pub(super) code: Option<String>,
+        #[serde(default)]
+        pub(super) message: Option<String>,
+        /// This workspace's kernel: one problem text.
+        #[serde(default)]
+        pub(super) problem: Option<String>,
         pub(super) retryable: bool,
         pub(super) before_stream: bool,
         #[serde(default)]
@@ -326,6 +357,9 @@ mod payload {
         pub(super) id: String,
         #[serde(default)]
         pub(super) error: String,
+        /// This workspace's kernel: the failure code of a failed interaction, if any.
+        #[serde(default)]
+        pub(super) code: Option<String>,
     }
 }
 
@@ -355,12 +389,28 @@ pub(crate) fn event_detail_from_wire(
             }
             D::RunCompleted
         }
-        K::RunStarted => D::RunStarted {
-            definition: decode::<payload::RunStarted>(bytes)?.definition,
+        K::RunStarted => {
+            let p: payload::RunStarted = decode(bytes)?;
+            D::RunStarted {
+                definition: p
+                    .definition
+                    .or(p.agent)
+                    .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))?,
+            }
+        }
+        // This workspace's kernel sends `run.cancelled` without data.
+        K::RunCancelled if bytes.is_empty() => D::Status {
+            text: CANCELLED_TEXT.to_owned(),
         },
-        K::RunFailed | K::RunCancelled | K::TurnFailed => D::Status {
-            text: decode::<payload::Status>(bytes)?.error,
-        },
+        K::RunFailed | K::RunCancelled | K::TurnFailed => {
+            let p: payload::Status = decode(bytes)?;
+            D::Status {
+                text: p
+                    .error
+                    .or(p.code)
+                    .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))?,
+            }
+        }
         K::TurnStarted | K::TurnCompleted => D::Turn {
             turn: decode::<payload::Turn>(bytes)?.turn,
         },
@@ -385,8 +435,13 @@ pub(crate) fn event_detail_from_wire(
         }
         K::ModelFailed => {
             let p: payload::ModelFailed = decode(bytes)?;
+            let (code, message) = match (p.code, p.message, p.problem) {
+                (Some(code), Some(message), None) => (code, message),
+                (None, None, Some(problem)) => (MODEL_FAILED_CODE.to_owned(), problem),
+                _ => return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION)),
+            };
             D::ModelFailed(
-                c::ModelFailure::new(&p.code, &p.message, p.retryable, p.before_stream)
+                c::ModelFailure::new(&code, &message, p.retryable, p.before_stream)
                     .map_err(protocol)?,
             )
         }
@@ -407,7 +462,11 @@ pub(crate) fn event_detail_from_wire(
         K::ToolCompleted | K::ToolFailed => {
             let p: payload::ToolTerminal = decode(bytes)?;
             let outcome = match (kind, p.outcome.as_str()) {
-                (K::ToolCompleted, "" | "completed") => c::ToolOutcome::Completed,
+                // "success" and "problem" are this workspace's kernel outcomes: a tool
+                // that answered the model with a problem still completed.
+                (K::ToolCompleted, "" | "completed" | "success" | "problem") => {
+                    c::ToolOutcome::Completed
+                }
                 (K::ToolFailed, "" | "failed") => c::ToolOutcome::Failed,
                 (K::ToolFailed, "uncertain") => c::ToolOutcome::Uncertain,
                 _ => return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION)),
@@ -432,10 +491,13 @@ pub(crate) fn event_detail_from_wire(
         }
         K::InteractionCompleted | K::InteractionFailed | K::InteractionCancelled => {
             let p: payload::InteractionTerminal = decode(bytes)?;
-            D::InteractionTerminal {
-                id: p.id,
-                problem: nonempty(p.error),
-            }
+            let problem = nonempty(p.error).or(p.code).or(match kind {
+                // This workspace's kernel names no problem; the kind is the fact.
+                K::InteractionFailed => Some(INTERACTION_FAILED_TEXT.to_owned()),
+                K::InteractionCancelled => Some(INTERACTION_CANCELLED_TEXT.to_owned()),
+                _ => None,
+            });
+            D::InteractionTerminal { id: p.id, problem }
         }
     })
 }

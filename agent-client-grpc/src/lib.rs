@@ -1,7 +1,9 @@
 //! The gRPC adapter of the `agent-client` seam: [`GrpcConnector`] dials the
 //! daemon's `EngineService` over a Unix socket with tonic and implements
 //! [`agent_client::Connector`]; [`managed::ManagedConnector`] attaches to a
-//! running daemon or starts one.
+//! running daemon or starts one; [`local`] finds the daemon of a user scope
+//! through the endpoint store and connects with the socket checks of
+//! `agent_endpoint::localipc`.
 //!
 //! What it guarantees (reference section 4.5): the bearer token on every
 //! call; negotiated message bounds in both directions; a per-client
@@ -37,6 +39,7 @@
 mod attempt;
 mod connector;
 mod convert;
+pub mod local;
 pub mod managed;
 mod session;
 mod status;

@@ -3,9 +3,10 @@
 //! through [`Starter`] under a [`StartupLock`], then polls until it answers.
 //! It shuts down only a [`Candidate`] it launched itself.
 //!
-//! The concrete local discovery (over the endpoint store) and the process
-//! starter live with the endpoint store; this module holds the policy and
-//! the traits they implement.
+//! The concrete local discovery and startup lock (over the endpoint store)
+//! are in [`crate::local`]; the process starter is the application's (the
+//! `agent` CLI launches `agent serve`). This module holds the policy and the
+//! traits they implement.
 
 use std::fmt;
 use std::future::Future;

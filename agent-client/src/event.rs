@@ -299,8 +299,9 @@ pub enum EventDetail {
     ModelStarted {
         /// The turn.
         turn: u32,
-        /// The model call's operation id.
-        operation: String,
+        /// The model call's operation id, when the daemon's kernel names one (this
+        /// workspace's kernel sends only the turn).
+        operation: Option<String>,
     },
     /// `model.delta`: streamed text.
     ModelDelta {
@@ -357,7 +358,10 @@ fn check_detail(kind: EventKind, d: &EventDetail) -> Result<(), ValueError> {
         }
         (K::TurnStarted | K::TurnCompleted, D::Turn { turn }) => *turn > 0,
         (K::ModelStarted, D::ModelStarted { turn, operation }) => {
-            *turn > 0 && is_token(operation, MAX_ID_BYTES)
+            *turn > 0
+                && operation
+                    .as_deref()
+                    .is_none_or(|o| is_token(o, MAX_ID_BYTES))
         }
         (K::ModelDelta, D::ModelDelta { text }) => text.len() <= MAX_MODEL_DELTA_BYTES,
         (K::ModelCompleted, D::ModelCompleted { .. }) => true,

@@ -64,9 +64,14 @@ impl Drop for Workspace {
 /// Runs `agent args` with stdin closed and stdout/stderr piped (so neither is a terminal),
 /// `RUST_LOG` removed unless `rust_log` sets it.
 fn run(args: &[&str], rust_log: Option<&str>) -> Output {
+    run_env(args, rust_log, &[])
+}
+
+fn run_env(args: &[&str], rust_log: Option<&str>, env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(AGENT);
     command
         .args(args)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -230,27 +235,53 @@ fn text_logs_follow_rust_log_and_quiet_wins() {
 
 #[test]
 fn daemon_subcommands_parse_and_fail_typed() {
-    for (args, name) in [
-        (&["serve"][..], "serve"),
-        (&["serve", "--fixture"][..], "serve"),
-        (&["run", "--daemon", "a task"][..], "run --daemon"),
-        (&["runs"][..], "runs"),
-        (&["attach", "run-1", "--from", "3"][..], "attach"),
-        (&["suspend", "run-1"][..], "suspend"),
-        (&["resume", "run-1"][..], "resume"),
-        (&["export", "run-1", "-o", "out.json"][..], "export"),
-        (&["import", "in.json"][..], "import"),
+    // An isolated, empty endpoint scope: no daemon answers there and the run index is
+    // empty. (`serve` and `run --daemon` start daemons: tests/agent_daemon.rs runs them.)
+    let home = Workspace::new("daemon-scope");
+    let scope = format!("{}/scope", home.path());
+    let env = [("AGENT_SCOPE_DIR", scope.as_str())];
+    for args in [
+        &["attach", "run-1", "--from", "3"][..],
+        &["suspend", "run-1"][..],
+        &["resume", "run-1"][..],
+        &["export", "run-1", "-o", "out.json"][..],
     ] {
-        let out = run(args, None);
-        assert_eq!(out.code, Some(10), "{args:?}: {}", out.stderr());
+        let out = run_env(args, None, &env);
+        assert_eq!(out.code, Some(1), "{args:?}: {}", out.stderr());
         assert!(out.stdout.is_empty(), "{args:?}");
         assert_eq!(
             out.stderr(),
-            format!(
-                "agent: `agent {name}` is not supported by this build: its daemon transport is not linked in\n"
-            )
+            "agent: run run-1 is not in this user's run index (see `agent runs`)\n",
+            "{args:?}"
         );
     }
+    let out = run_env(&["import", "in.json"], None, &env);
+    assert_eq!(out.code, Some(1), "{}", out.stderr());
+    assert!(
+        out.stderr().starts_with("agent: in.json: "),
+        "{}",
+        out.stderr()
+    );
+    let out = run_env(&["runs"], None, &env);
+    assert_eq!(out.code, Some(0), "{}", out.stderr());
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+    // One-shot options do not apply to a daemon run: a usage error before anything starts.
+    for flag in [&["--workspace", "."][..], &["--max-turns", "3"][..]] {
+        let mut args = vec!["run", "--daemon"];
+        args.extend_from_slice(flag);
+        args.push("task");
+        let out = run_env(&args, None, &env);
+        assert_eq!(out.code, Some(2), "{args:?}: {}", out.stderr());
+        assert!(
+            out.stderr().contains("does not apply to --daemon"),
+            "{}",
+            out.stderr()
+        );
+    }
+    assert!(
+        !std::path::Path::new(&scope).join("daemon.log").exists(),
+        "nothing started"
+    );
     assert!(!std::path::Path::new("out.json").exists());
     // Their argument errors are usage errors.
     for args in [

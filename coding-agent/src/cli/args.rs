@@ -42,6 +42,8 @@ const AFTER_HELP: &str = "Examples:
   agent --yes --max-turns 4 \"Add a CHANGELOG.md\"
   agent --suspend run.json \"Refactor the parser\" && agent --resume run.json
   agent tools --mcp-config mcp.json
+  agent serve                      (the local daemon, in the foreground)
+  agent run --daemon \"Summarize README.md\"  (attaches to it, or starts one)
   RUST_LOG=agent_logging=debug agent --log-format json \"Summarize README.md\"
 
 Exit codes: 0 done, 1 failed, 2 usage, 3-9 run-authority refusals (see docs/coding-agent.md),
@@ -166,6 +168,10 @@ pub struct RunArgs {
     /// this process.
     #[arg(long)]
     pub daemon: bool,
+    /// With --daemon: the daemon definition to start (default `coding-agent`; `agent serve
+    /// --fixture` adds `00-fixture-text` and `01-fixture-pending`).
+    #[arg(long, value_name = "ID", requires = "daemon")]
+    pub definition: Option<String>,
     /// The one-shot form's options and task.
     #[command(flatten)]
     pub task: TaskArgs,
@@ -177,6 +183,10 @@ pub struct ServeArgs {
     /// Also serves the two fixture definitions client tests use.
     #[arg(long)]
     pub fixture: bool,
+    /// The run authority's directory (default `$AGENT_AUTHORITY_DIR`, else under the
+    /// user's state directory). Daemons that move snapshots between them share it.
+    #[arg(long, value_name = "DIR")]
+    pub authority: Option<PathBuf>,
 }
 
 /// A daemon run, named by its id.
@@ -470,7 +480,19 @@ mod tests {
         };
         assert!(matches!(
             daemon(&["serve", "--fixture"]),
-            DaemonRequest::Serve(ServeArgs { fixture: true })
+            DaemonRequest::Serve(ServeArgs {
+                fixture: true,
+                authority: None
+            })
+        ));
+        assert!(matches!(
+            daemon(&["serve", "--authority", "/tmp/a"]),
+            DaemonRequest::Serve(ServeArgs { fixture: false, authority: Some(dir) })
+                if dir == std::path::Path::new("/tmp/a")
+        ));
+        assert!(matches!(
+            daemon(&["run", "--daemon", "--definition", "00-fixture-text", "t"]),
+            DaemonRequest::Run(RunArgs { definition: Some(d), .. }) if d == "00-fixture-text"
         ));
         assert!(matches!(
             daemon(&["run", "--daemon", "task"]),

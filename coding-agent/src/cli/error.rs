@@ -65,6 +65,13 @@ pub enum CliError {
     /// The log subscriber could not be installed (bad `RUST_LOG`, or one is installed).
     #[error("logs: {0}")]
     Logs(String),
+    /// A daemon subcommand failed: no daemon, a refused call, an unreadable file (exit
+    /// code 1). The message holds no secret: endpoint tokens never reach it.
+    #[error("{0}")]
+    Daemon(String),
+    /// An option that does not apply to the subcommand (exit code 2).
+    #[error("{0}")]
+    Usage(String),
 }
 
 impl CliError {
@@ -79,6 +86,8 @@ impl CliError {
         match self {
             CliError::Unsupported(_) => EXIT_UNSUPPORTED,
             CliError::Logs(_) => EXIT_USAGE,
+            CliError::Daemon(_) => 1,
+            CliError::Usage(_) => EXIT_USAGE,
         }
     }
 }
