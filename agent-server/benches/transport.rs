@@ -112,6 +112,7 @@ fn options() -> FixtureOptions {
         },
         sessions: 256,
         ledger: (16, 65_536),
+        ..FixtureOptions::default()
     }
 }
 

@@ -14,6 +14,7 @@
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use agent_authority::{Store, StoreOptions};
 use agent_core::agent::{AgentDefinition, AgentDefinitionError, Engine};
@@ -28,7 +29,7 @@ use agent_daemon::definition::{DefinitionError, DefinitionSet};
 use agent_daemon::host::HostLimits;
 use agent_daemon::ledger::Ledger;
 use agent_daemon::pending::{PendingLimits, PendingRouter};
-use agent_daemon::session::SessionStore;
+use agent_daemon::session::{DEFAULT_IDLE_AFTER, SessionStore};
 use agent_daemon::{RunHost, RunHostConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -191,6 +192,8 @@ pub struct FixtureOptions {
     pub sessions: usize,
     /// Ledger clients and operations per client.
     pub ledger: (usize, usize),
+    /// How long a session with nothing in flight lives before the store reclaims it.
+    pub idle_after: Duration,
 }
 
 impl Default for FixtureOptions {
@@ -199,6 +202,7 @@ impl Default for FixtureOptions {
             limits: HostLimits::default(),
             sessions: 256,
             ledger: (256, 1024),
+            idle_after: DEFAULT_IDLE_AFTER,
         }
     }
 }
@@ -226,7 +230,8 @@ pub fn run_host(
     let authority = Store::open(StoreOptions::new().directory(authority_dir))
         .map_err(|_| FixtureError::Authority)?;
     let pending = PendingRouter::new(PendingLimits::default()).map_err(|_| FixtureError::Host)?;
-    let sessions = SessionStore::new(root, options.sessions).map_err(|_| FixtureError::Host)?;
+    let sessions = SessionStore::with_idle_after(root, options.sessions, options.idle_after)
+        .map_err(|_| FixtureError::Host)?;
     let ledger = Ledger::new(options.ledger.0, options.ledger.1).ok_or(FixtureError::Host)?;
     RunHost::new(RunHostConfig {
         root: root.clone(),

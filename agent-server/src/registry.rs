@@ -401,6 +401,32 @@ impl Registry {
             .cloned()
     }
 
+    /// Drops every entry whose session ended (the session store reclaimed it after its
+    /// idle period, or the daemon is stopping), with the attempt records kept for it;
+    /// returns how many. Without this a long-lived daemon would refuse fresh sessions once
+    /// `maximum` clients had ever connected.
+    pub(crate) fn prune_ended(&self) -> usize {
+        let mut state = self.lock();
+        let ended: Vec<String> = state
+            .entries
+            .iter()
+            .filter(|(_, e)| e.session.token().is_cancelled())
+            .map(|(client, _)| client.clone())
+            .collect();
+        for client in &ended {
+            state.entries.remove(client);
+            if let Some(retained) = state.retained.remove(client) {
+                for id in [retained.creation, retained.latest_reconnect]
+                    .into_iter()
+                    .flatten()
+                {
+                    state.attempts.remove(&id);
+                }
+            }
+        }
+        ended.len()
+    }
+
     /// How many entries and attempt records the registry holds.
     pub(crate) fn sizes(&self) -> (usize, usize) {
         let state = self.lock();

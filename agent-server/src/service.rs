@@ -422,7 +422,16 @@ impl Service {
         let sessions = self.host().sessions();
         match &plan.reconnect {
             None => {
-                let slot = match registry.reserve_slot() {
+                let mut slot = registry.reserve_slot();
+                if matches!(slot, Err(Some(_))) {
+                    // Full: make room from sessions that ended (idle ones the store reclaims
+                    // now included) before refusing.
+                    sessions.reclaim_idle();
+                    if registry.prune_ended() > 0 {
+                        slot = registry.reserve_slot();
+                    }
+                }
+                let slot = match slot {
                     Ok(slot) => slot,
                     Err(Some(max)) => {
                         return reply(initialize_failure_response(overload_status(

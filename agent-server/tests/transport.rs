@@ -215,6 +215,51 @@ async fn session_capacity_is_reserved_and_reports_overload_facts() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_registry_makes_room_from_ended_sessions_and_keeps_live_ones() {
+    // Sessions with nothing in flight are reclaimed at once, so a daemon that has served
+    // `maximum` clients over its life still takes new ones.
+    let options = agent_server::fixture::FixtureOptions {
+        idle_after: std::time::Duration::ZERO,
+        ..Default::default()
+    };
+    let mut fixture = Fixture::with("room", options, |config| config.maximum_sessions = 2).await;
+    let mut client = fixture.client().await;
+    let busy = session(&mut client).await;
+    let run = start(&mut client, &busy, "op-busy", PENDING_DEFINITION_ID).await;
+    let idle = session(&mut client).await;
+    assert_eq!(fixture.daemon().server().registry_sizes().0, 2);
+    let third = session(&mut client).await;
+    assert_ne!(third.0, idle.0);
+    // The idle client's entry is gone: it reads as an unavailable session.
+    let health = bounded(client.health(pb::HealthRequest {
+        client_id: idle.0.clone(),
+        ownership_epoch: idle.1,
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(code(health.status.as_ref()), ErrorCode::Unavailable);
+    // The client with a run in flight kept its session and its run.
+    let cancel = bounded(client.cancel_run(pb::CancelRunRequest {
+        client_id: busy.0.clone(),
+        ownership_epoch: busy.1,
+        client_operation_id: "op-cancel".into(),
+        run_id: run,
+        reason: String::new(),
+    }))
+    .await
+    .unwrap()
+    .into_inner();
+    assert_eq!(
+        code(cancel.status.as_ref()),
+        ErrorCode::Ok,
+        "{:?}",
+        cancel.status
+    );
+    fixture.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn attempts_replay_exactly_reject_conflicts_and_keep_creation_and_latest_reconnect() {
     let mut fixture = Fixture::start("attempt").await;
     let mut client = fixture.client().await;

@@ -63,7 +63,8 @@ pub const STARTUP_TIMEOUT: Duration = Duration::from_secs(30);
 pub const STARTUP_RETRY: Duration = Duration::from_millis(50);
 /// How long a command waits for a fenced process to let go of a run it reconnects to.
 pub const ATTACH_LOCK_TIMEOUT: Duration = Duration::from_secs(5);
-/// The sessions the daemon keeps at most: one per CLI run, so more than the server default.
+/// The sessions the daemon keeps at once: one per CLI run, so more than the server default
+/// (ended and idle sessions make room; see docs/decisions.md).
 pub const DAEMON_SESSIONS: usize = 4096;
 /// The daemon log of a daemon the CLI started, in the scope directory.
 pub const DAEMON_LOG: &str = "daemon.log";
