@@ -1,0 +1,269 @@
+//! The client side every other subcommand shares: starting `agent serve` in the
+//! background, the Initialize request, and the `Endpoint` that connects and reconnects.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+use agent_client as c;
+use agent_client::Session as _;
+use agent_client_grpc::local::{LocalDiscovery, LocalStartupLock};
+use agent_client_grpc::managed::{
+    Candidate, JoinError, ManagedConfig, ManagedConnector, ManagedError, Starter,
+};
+use agent_client_grpc::{GrpcSession, new_attempt_id};
+use agent_endpoint::{Store, UserScope};
+
+use super::index::{RunEntry, RunIndex};
+use crate::cli::error::CliError;
+
+use super::*;
+
+/// A daemon process `agent run --daemon` launched: `agent serve` from this executable.
+#[derive(Debug)]
+pub struct ServeProcess {
+    child: Mutex<std::process::Child>,
+}
+
+impl Candidate for ServeProcess {
+    fn has_exited(&self) -> bool {
+        let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        !matches!(child.try_wait(), Ok(None))
+    }
+
+    fn begin_shutdown(&self) {
+        // Only a failed start shuts a launched daemon down; it has served nobody.
+        let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+        let _ = child.kill();
+    }
+
+    async fn wait(&self) -> Result<(), JoinError> {
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        loop {
+            tick.tick().await;
+            let mut child = self.child.lock().unwrap_or_else(PoisonError::into_inner);
+            match child.try_wait() {
+                Ok(Some(_)) => return Ok(()),
+                Ok(None) => {}
+                Err(_) => {
+                    return Err(JoinError {
+                        retryable: false,
+                        message: "daemon process could not be waited for",
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// Starts `agent serve` from the current executable as a background daemon: its own
+/// process group (a terminal's Ctrl-C to the CLI does not reach it), stdin and stdout
+/// closed, stderr appended to [`DAEMON_LOG`] in the scope directory. The environment is
+/// inherited, so `AGENT_SCOPE_DIR` and `AGENT_AUTHORITY_DIR` reach it.
+#[derive(Debug, Clone)]
+pub struct ProcessStarter {
+    scope_dir: PathBuf,
+}
+
+impl ProcessStarter {
+    /// A starter for the daemon of `scope_dir`.
+    pub fn new(scope_dir: &Path) -> ProcessStarter {
+        ProcessStarter {
+            scope_dir: scope_dir.to_path_buf(),
+        }
+    }
+}
+
+impl Starter for ProcessStarter {
+    type Candidate = ServeProcess;
+
+    async fn start(&self) -> Result<ServeProcess, ManagedError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        use std::os::unix::process::CommandExt;
+        let exe = std::env::current_exe().map_err(|_| ManagedError::Start)?;
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(self.scope_dir.join(DAEMON_LOG))
+            .map_err(|_| ManagedError::Start)?;
+        let child = std::process::Command::new(exe)
+            .arg("serve")
+            .env(SCOPE_DIR_ENV, &self.scope_dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(log)
+            .process_group(0)
+            .spawn()
+            .map_err(|_| ManagedError::Start)?;
+        Ok(ServeProcess {
+            child: Mutex::new(child),
+        })
+    }
+}
+
+pub(super) fn protocol_range() -> Result<c::ProtocolRange, CliError> {
+    let v = |minor| c::ProtocolVersion::new(1, minor, 0);
+    let range = (|| c::ProtocolRange::new(v(0)?, v(3)?))();
+    range.map_err(|e| io_error("protocol", e))
+}
+
+pub(super) fn initialize_request(
+    claim: Option<c::ReconnectClaim>,
+) -> Result<c::InitializeRequest, CliError> {
+    let build = c::Build::new(
+        CLIENT_COMPONENT,
+        env!("CARGO_PKG_VERSION"),
+        option_env!("AGENT_BUILD_COMMIT").unwrap_or("unknown"),
+        "rustc",
+    )
+    .map_err(|e| io_error("client build", e))?;
+    // From protocol 1.2 on a client requests at least the server's message size and
+    // collection count (the whole pending set fits one frame); this CLI talks to this
+    // build's daemon, so it requests exactly those.
+    let limits = c::Limits::new(
+        agent_server::server::DEFAULT_MESSAGE_BYTES,
+        agent_server::server::DEFAULT_COLLECTION_ITEMS,
+        256,
+        8 << 20,
+        8,
+        8,
+    )
+    .map_err(|e| io_error("client limits", e))?;
+    let supported = vec![
+        agent_protocol::limits::CAPABILITY_SNAPSHOT_AUTHORITY.to_owned(),
+        agent_protocol::limits::CAPABILITY_SNAPSHOTS.to_owned(),
+    ];
+    let attempt = new_attempt_id().map_err(|e| io_error("attempt id", e))?;
+    c::InitializeRequest::with_attempt(
+        protocol_range()?,
+        build,
+        supported,
+        vec![],
+        limits,
+        claim,
+        attempt,
+    )
+    .map_err(|e| io_error("initialize request", e))
+}
+
+pub(super) type Managed = ManagedConnector<LocalDiscovery, ProcessStarter, LocalStartupLock>;
+
+/// The daemon's endpoint, as the client commands see it.
+pub(super) struct Endpoint {
+    pub(super) scope: UserScope,
+    pub(super) store: Store,
+    pub(super) index: RunIndex,
+}
+
+impl Endpoint {
+    pub(super) fn open() -> Result<Endpoint, CliError> {
+        let scope = scope()?;
+        let store = Store::open(scope.dir()).map_err(|e| io_error("endpoint store", e))?;
+        let index = RunIndex::new(scope.dir());
+        Ok(Endpoint {
+            scope,
+            store,
+            index,
+        })
+    }
+
+    /// Attaches to the running daemon or starts one.
+    pub(super) fn managed(&self) -> Result<Managed, CliError> {
+        let config = ManagedConfig::new(STARTUP_TIMEOUT, STARTUP_RETRY, None)
+            .map_err(|e| io_error("managed connector", e))?;
+        Ok(ManagedConnector::new(
+            LocalDiscovery::new(self.store.clone()),
+            ProcessStarter::new(self.scope.dir()),
+            LocalStartupLock::new(self.store.clone()),
+            config,
+        ))
+    }
+
+    /// A session with the running daemon (never starts one).
+    pub(super) async fn attach_only(
+        &self,
+        claim: Option<c::ReconnectClaim>,
+    ) -> Result<GrpcSession, CliError> {
+        use agent_client::Connector as _;
+        use agent_client_grpc::managed::Discovery as _;
+        let discovery = LocalDiscovery::new(self.store.clone());
+        let connector = discovery.discover().await.map_err(|e| match e {
+            agent_client_grpc::managed::DiscoveryError::EndpointNotFound => CliError::Daemon(
+                "no local daemon is running (start one with `agent serve`)".to_owned(),
+            ),
+            agent_client_grpc::managed::DiscoveryError::Failed => {
+                CliError::Daemon("endpoint discovery failed".to_owned())
+            }
+        })?;
+        connector
+            .initialize(initialize_request(claim)?)
+            .await
+            .map_err(|e| client_error("initialize", &e))
+    }
+
+    /// Reconnects as the owner of `run`, records the new epoch, and returns the session
+    /// with the run's index entry.
+    pub(super) async fn reconnect(&self, run: &str) -> Result<(GrpcSession, RunEntry), CliError> {
+        let index = self.index.read().map_err(|e| io_error("run index", e))?;
+        let (Some(entry), epoch) = (
+            index.runs.get(run).cloned(),
+            index
+                .runs
+                .get(run)
+                .and_then(|e| index.clients.get(&e.client))
+                .copied(),
+        ) else {
+            return Err(CliError::Daemon(format!(
+                "run {run} is not in this user's run index (see `agent runs`)"
+            )));
+        };
+        let epoch = epoch.ok_or_else(|| CliError::Daemon(format!("run {run}: no epoch")))?;
+        let claim = c::ReconnectClaim::new(&entry.client, epoch)
+            .map_err(|e| io_error("reconnect claim", e))?;
+        let session = self.attach_only(Some(claim)).await?;
+        self.record_epoch(session.connection())?;
+        Ok((session, entry))
+    }
+
+    pub(super) fn record_epoch(&self, connection: &c::Connection) -> Result<(), CliError> {
+        let client = connection.client_id().to_owned();
+        let epoch = connection.epoch();
+        self.index
+            .update(|i| {
+                i.clients.insert(client, epoch);
+            })
+            .map_err(|e| io_error("run index", e))
+    }
+
+    pub(super) fn record_run(
+        &self,
+        connection: &c::Connection,
+        run: &str,
+        definition: &str,
+        state: &str,
+    ) -> Result<(), CliError> {
+        let client = connection.client_id().to_owned();
+        let epoch = connection.epoch();
+        let entry = RunEntry {
+            client: client.clone(),
+            definition: definition.to_owned(),
+            recorded: now_secs(),
+            state: state.to_owned(),
+        };
+        self.index
+            .update(|i| {
+                i.clients.insert(client, epoch);
+                i.runs.insert(run.to_owned(), entry);
+            })
+            .map_err(|e| io_error("run index", e))
+    }
+
+    pub(super) fn record_state(&self, run: &str, state: &str) {
+        let _ = self.index.update(|i| {
+            if let Some(entry) = i.runs.get_mut(run) {
+                entry.state = state.to_owned();
+            }
+        });
+    }
+}

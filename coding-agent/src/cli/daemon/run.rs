@@ -1,0 +1,423 @@
+//! `agent run --daemon` and `agent attach`: following a run's events, answering its
+//! approvals, and the exit code of how it ended.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_client as c;
+use agent_client::{EventStream as _, InteractionStream as _, Session as _};
+use agent_client_grpc::GrpcSession;
+
+use crate::approval::ApprovalMode;
+use crate::cli::args::{AttachArgs, RunArgs};
+use crate::cli::error::{CliError, EXIT_CANCELLED};
+use crate::cli::progress::Spinner;
+
+use super::*;
+
+/// How the CLI answers the run's approval questions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Answers {
+    /// Ask on the terminal (y/N).
+    Ask,
+    /// Approve all.
+    Approve,
+    /// Decline all.
+    Decline,
+}
+
+/// Answers the run's pending interactions until the stream ends.
+pub(super) async fn answer_interactions(
+    session: Arc<GrpcSession>,
+    run: c::RunRef,
+    answers: Answers,
+) {
+    use tokio::io::AsyncBufReadExt;
+    let Ok(mut stream) = session
+        .interactions(c::InteractionStreamOptions { tail: true })
+        .await
+    else {
+        return;
+    };
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    let mut answered = std::collections::BTreeSet::new();
+    loop {
+        let pending: Vec<c::PendingInteraction> = match stream.next().await {
+            Ok(Some(c::InteractionFrame::Snapshot(snapshot))) => snapshot.pending().to_vec(),
+            Ok(Some(c::InteractionFrame::Update(update)))
+                if update.kind() == c::InteractionUpdateKind::Opened =>
+            {
+                vec![update.interaction().clone()]
+            }
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => return,
+        };
+        for interaction in pending {
+            if interaction.run() != &run || !answered.insert(interaction.id().clone()) {
+                continue;
+            }
+            let approved = match answers {
+                Answers::Approve => true,
+                Answers::Decline => false,
+                Answers::Ask => {
+                    let _ = crate::cli::progress::write_stderr(
+                        format!("\n? {} [y/N] ", interaction.prompt()).as_bytes(),
+                    );
+                    matches!(
+                        lines.next_line().await,
+                        Ok(Some(line)) if matches!(line.trim(), "y" | "Y" | "yes")
+                    )
+                }
+            };
+            let value = if approved { "true" } else { "false" };
+            let (Ok(value), Ok(op)) = (
+                c::StructuredValue::parse(value.as_bytes().to_vec()),
+                operation(),
+            ) else {
+                continue;
+            };
+            let _ = session
+                .respond(op, run.clone(), interaction.id().clone(), value)
+                .await;
+        }
+    }
+}
+
+/// How a followed run ended for the CLI.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Ending {
+    Completed,
+    Failed,
+    Cancelled,
+    /// Another process reconnected as the run's owner.
+    Fenced,
+    /// The daemon went away or refused the stream (why, in its safe words).
+    Lost(String),
+    /// Ctrl-C while attached (no cancel sent).
+    Detached,
+}
+
+/// Prints one event for a human (the one-shot form's rendering).
+pub(super) fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
+    use c::EventDetail as D;
+    let _ = match event.detail() {
+        D::ModelStarted { .. } => {
+            spinner.start();
+            Ok(())
+        }
+        D::ModelDelta { text } => spinner.write_text(out, text),
+        D::ModelCompleted { .. } => {
+            spinner.stop();
+            Ok(())
+        }
+        D::ToolStarted { call_id, name } => write!(out, "\n  -> {name} ({call_id})"),
+        D::ToolTerminal(t) => match t.outcome() {
+            c::ToolOutcome::Completed => writeln!(out, " ok"),
+            _ => writeln!(out, " refused or failed (the model was told)"),
+        },
+        D::ModelFailed(f) => {
+            spinner.stop();
+            writeln!(out, "\nmodel failed: {}", f.code())
+        }
+        _ => Ok(()),
+    };
+    let _ = out.flush();
+}
+
+pub(super) fn event_json(event: &c::Event) -> String {
+    serde_json::json!({
+        "run": event.run().as_str(),
+        "sequence": event.sequence(),
+        "kind": event.kind().name(),
+    })
+    .to_string()
+}
+
+/// The Ctrl-C handler, installed before anything starts, so an early Ctrl-C is seen
+/// (not the default action, which would kill the process without a cancel).
+pub(super) fn interrupt() -> Result<tokio::signal::unix::Signal, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))
+}
+
+/// What [`follow`] does on Ctrl-C.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum OnInterrupt {
+    /// Send a cancel and keep following until the terminal event.
+    Cancel,
+    /// Stop following.
+    Detach,
+}
+
+/// Follows `run` from `after`: replays and tails its events (reopening the stream at the
+/// last delivered sequence when a page ends), printing each, until its terminal event.
+pub(super) async fn follow(
+    session: &GrpcSession,
+    run: &c::RunRef,
+    mut after: u64,
+    json: bool,
+    (mut interrupt, on_interrupt): (tokio::signal::unix::Signal, OnInterrupt),
+) -> Result<Ending, CliError> {
+    let limits = *session.connection().limits();
+    let options = c::EventStreamOptions::new(limits.replay_events(), true, &limits)
+        .map_err(|e| io_error("event stream", e))?;
+    let mut spinner = Spinner::stderr();
+    let stdout = std::io::stdout();
+    let mut cancelled = false;
+    loop {
+        let mut stream = match session
+            .events(c::Cursor::new(run.clone(), after), options)
+            .await
+        {
+            Ok(stream) => stream,
+            // The retained window starts later (an imported run keeps only what follows
+            // its snapshot): read on from where the daemon says to.
+            Err(c::Error::CursorGap(gap)) if gap.recovery() > after => {
+                let _ = crate::cli::progress::write_stderr(
+                    format!(
+                        "agent: events up to {} are not retained; from {}\n",
+                        gap.recovery(),
+                        gap.recovery() + 1
+                    )
+                    .as_bytes(),
+                );
+                after = gap.recovery();
+                continue;
+            }
+            Err(e) => return Ok(stream_ending(&e)),
+        };
+        loop {
+            let frame = tokio::select! {
+                frame = stream.next() => frame,
+                _ = interrupt.recv() => {
+                    match on_interrupt {
+                        OnInterrupt::Detach => {
+                            spinner.stop();
+                            return Ok(Ending::Detached);
+                        }
+                        OnInterrupt::Cancel if !cancelled => {
+                            cancelled = true;
+                            let reason = c::CancelReason::new(INTERRUPT_REASON).ok();
+                            if let Err(e) = session.cancel(operation()?, run.clone(), reason).await {
+                                let _ = crate::cli::progress::write_stderr(
+                                    format!("agent: cancel: {e}\n").as_bytes(),
+                                );
+                            }
+                        }
+                        OnInterrupt::Cancel => {}
+                    }
+                    continue;
+                }
+            };
+            match frame {
+                Ok(Some(c::EventFrame::Event(event))) => {
+                    after = event.sequence();
+                    let mut out = stdout.lock();
+                    if json {
+                        let _ = writeln!(out, "{}", event_json(&event));
+                    } else {
+                        render(&event, &mut spinner, &mut out);
+                    }
+                    if is_run_terminal(&event) {
+                        spinner.stop();
+                        return Ok(match event.kind() {
+                            c::EventKind::RunCompleted => Ending::Completed,
+                            c::EventKind::RunCancelled => Ending::Cancelled,
+                            _ => Ending::Failed,
+                        });
+                    }
+                }
+                Ok(Some(c::EventFrame::Control(_))) => {}
+                // The page ended without tailing: read on from the last sequence.
+                Ok(None) => break,
+                Err(e) => {
+                    spinner.stop();
+                    return Ok(stream_ending(&e));
+                }
+            }
+        }
+    }
+}
+
+/// Whether `event` ends the run (not just its turn, model call or tool call).
+pub(super) fn is_run_terminal(event: &c::Event) -> bool {
+    matches!(
+        event.kind(),
+        c::EventKind::RunCompleted | c::EventKind::RunFailed | c::EventKind::RunCancelled
+    )
+}
+
+pub(super) fn stream_ending(error: &c::Error) -> Ending {
+    match error {
+        c::Error::Closed | c::Error::StaleSession(_) => Ending::Fenced,
+        other => Ending::Lost(other.to_string()),
+    }
+}
+
+pub(super) fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
+    // The summary goes on its own line after streamed text.
+    let _ = writeln!(std::io::stdout());
+    match ending {
+        Ending::Completed => {
+            eprintln!("done: run {run}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Ending::Cancelled => {
+            eprintln!("cancelled: run {run}");
+            Ok(ExitCode::from(EXIT_CANCELLED))
+        }
+        Ending::Failed => {
+            eprintln!("failed: run {run}");
+            Ok(ExitCode::FAILURE)
+        }
+        Ending::Detached => {
+            eprintln!("detached from run {run}; it keeps running (`agent attach {run}`)");
+            Ok(ExitCode::from(EXIT_CANCELLED))
+        }
+        Ending::Fenced => Err(CliError::Daemon(format!(
+            "run {run}: another process attached to it (this stream was fenced)"
+        ))),
+        Ending::Lost(why) => Err(CliError::Daemon(format!("run {run}: events: {why}"))),
+    }
+}
+
+pub(super) fn ending_state(ending: &Ending) -> Option<&'static str> {
+    match ending {
+        Ending::Completed => Some("completed"),
+        Ending::Failed => Some("failed"),
+        Ending::Cancelled => Some("cancelled"),
+        _ => None,
+    }
+}
+
+/// `agent run --daemon [--definition ID] TASK`: attaches to the running daemon or starts
+/// one, starts the task there, streams its events like the one-shot form, answers
+/// approvals on the terminal (`--yes` approves all, `--read-only` declines all); Ctrl-C
+/// sends a cancel and exits 130 after the run's one terminal event. Exit codes: 0
+/// completed, 1 failed, 130 cancelled.
+pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
+    // The daemon has its own workspace, tools, authority and definitions.
+    let task = &args.task;
+    for (given, flag) in [
+        (task.workspace.is_some(), "--workspace"),
+        (task.mcp_config.is_some(), "--mcp-config"),
+        (task.suspend.is_some(), "--suspend"),
+        (task.resume.is_some(), "--resume"),
+        (task.authority.is_some(), "--authority"),
+        (
+            task.max_turns != crate::cli::args::DEFAULT_MAX_TURNS,
+            "--max-turns",
+        ),
+    ] {
+        if given {
+            return Err(CliError::Usage(format!(
+                "{flag} does not apply to --daemon (the daemon's definition decides; see `agent suspend`/`export`)"
+            )));
+        }
+    }
+    let interrupted = interrupt()?;
+    let endpoint = Endpoint::open()?;
+    let managed = endpoint.managed()?;
+    let session = managed
+        .initialize_managed(initialize_request(None)?)
+        .await
+        .map_err(|e| io_error("attach or start", e))?;
+    let definition_id = args
+        .definition
+        .clone()
+        .unwrap_or_else(|| CODING_AGENT_DEFINITION.to_owned());
+    let definition = session
+        .connection()
+        .catalog()
+        .definitions()
+        .iter()
+        .find(|d| d.reference().id() == definition_id)
+        .map(|d| d.reference().clone())
+        .ok_or_else(|| {
+            CliError::Daemon(format!("the daemon serves no definition {definition_id}"))
+        })?;
+    let task = args.task.task().unwrap_or_default();
+    let input = c::Input::new(&random_token("msg"), &task).map_err(|e| io_error("task", e))?;
+    // Held while this process streams the run, so `agent runs` does not fence it.
+    let client = session.connection().client_id().to_owned();
+    let _attached = endpoint
+        .index
+        .try_attach(&client)
+        .map_err(|e| io_error("run index", e))?;
+    let started = session
+        .start(c::StartRequest {
+            operation: operation()?,
+            definition,
+            input,
+        })
+        .await
+        .map_err(|e| client_error("start", &e))?;
+    let run = started.run().clone();
+    endpoint.record_run(
+        session.connection(),
+        run.as_str(),
+        &definition_id,
+        "running",
+    )?;
+    eprintln!("agent: run {run} in the daemon");
+    let session = Arc::new(session);
+    let answers = match args.task.mode() {
+        ApprovalMode::Ask => Answers::Ask,
+        ApprovalMode::ApproveAll => Answers::Approve,
+        ApprovalMode::ReadOnly => Answers::Decline,
+    };
+    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), answers));
+    let ending = follow(
+        &session,
+        &run,
+        0,
+        args.task.json,
+        (interrupted, OnInterrupt::Cancel),
+    )
+    .await;
+    answering.abort();
+    let ending = ending?;
+    if let Some(state) = ending_state(&ending) {
+        endpoint.record_state(run.as_str(), state);
+    }
+    session.close();
+    exit_for(ending, run.as_str())
+}
+
+/// `agent attach RUN [--from SEQ]`: reconnects as the run's owner (fencing any other
+/// process streaming it), replays the run's events after `SEQ` and follows them until
+/// the run ends, answering its approvals on the terminal. Ctrl-C detaches (exit 130)
+/// without cancelling the run.
+pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
+    let interrupted = interrupt()?;
+    let endpoint = Endpoint::open()?;
+    let (session, entry) = endpoint.reconnect(&args.run.run).await?;
+    // The fenced process lets go of the lock when it exits.
+    let _attached = endpoint
+        .index
+        .attach(&entry.client, ATTACH_LOCK_TIMEOUT)
+        .map_err(|e| io_error("run index", e))?;
+    let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
+    let session = Arc::new(session);
+    let answering = tokio::spawn(answer_interactions(
+        session.clone(),
+        run.clone(),
+        Answers::Ask,
+    ));
+    let ending = follow(
+        &session,
+        &run,
+        args.from,
+        false,
+        (interrupted, OnInterrupt::Detach),
+    )
+    .await;
+    answering.abort();
+    let ending = ending?;
+    if let Some(state) = ending_state(&ending) {
+        endpoint.record_state(run.as_str(), state);
+    }
+    session.close();
+    exit_for(ending, run.as_str())
+}

@@ -1,0 +1,167 @@
+//! `agent serve`: the daemon in the foreground over the composed definitions, until a
+//! signal.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use agent_core::compose::Override;
+use tokio_util::sync::CancellationToken;
+
+use crate::app::{CodingAgent, CodingAgentOverrides};
+use crate::approval::ApprovalMode;
+use crate::cli::args::ServeArgs;
+use crate::cli::error::CliError;
+
+use super::*;
+
+/// The model the coding agent's definition names (the OpenAI model with that provider).
+pub(super) fn model_name() -> String {
+    if cfg!(feature = "openai") {
+        std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
+    } else {
+        crate::offline::OFFLINE_MODEL.to_owned()
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// agent serve
+// ---------------------------------------------------------------------------------------
+
+pub(super) fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
+    let dir = match (&args.authority, std::env::var_os(AUTHORITY_DIR_ENV)) {
+        (Some(dir), _) => dir.clone(),
+        (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
+        _ => agent_authority::default_directory().map_err(|e| io_error("run authority", e))?,
+    };
+    std::path::absolute(&dir).map_err(|e| io_error("run authority", e))
+}
+
+pub(super) fn definitions(
+    fixture: bool,
+) -> Result<agent_daemon::definition::DefinitionSet, CliError> {
+    use agent_daemon::definition::{Definition, DefinitionSet};
+    let agent = agent_core::agent::AgentDefinition::new(
+        CODING_AGENT_DEFINITION,
+        model_name(),
+        crate::cli::args::DEFAULT_MAX_TURNS,
+    )
+    .map_err(|e| io_error("definitions", e))?;
+    let mut values = vec![
+        Definition::new(CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, agent)
+            .map_err(|e| io_error("definitions", e))?,
+    ];
+    if fixture {
+        use agent_server::fixture;
+        for agent in [
+            fixture::fixture_text_definition(),
+            fixture::fixture_pending_definition(),
+        ] {
+            let agent = agent.map_err(|e| io_error("fixture definitions", e))?;
+            values.push(
+                Definition::new(agent.name().to_owned(), fixture::REVISION, agent)
+                    .map_err(|e| io_error("fixture definitions", e))?,
+            );
+        }
+    }
+    DefinitionSet::new(values).map_err(|e| io_error("definitions", e))
+}
+
+pub(super) fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity {
+    agent_protocol::pb::common::v1::BuildIdentity {
+        component: "coding-agent".to_owned(),
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        commit: option_env!("AGENT_BUILD_COMMIT")
+            .unwrap_or("unknown")
+            .to_owned(),
+        go_version: "rustc".to_owned(),
+    }
+}
+
+/// A future that completes on the first SIGINT or SIGTERM.
+pub(super) fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut interrupt =
+        signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))?;
+    let mut terminate =
+        signal(SignalKind::terminate()).map_err(|e| io_error("signal handler", e))?;
+    Ok(async move {
+        tokio::select! {
+            _ = interrupt.recv() => {}
+            _ = terminate.recv() => {}
+        }
+    })
+}
+
+/// `agent serve [--fixture] [--authority DIR]`: runs the daemon in the foreground on the
+/// scope's socket, logging to stderr, until SIGINT/SIGTERM, then shuts down within
+/// [`SHUTDOWN_DEADLINE`] and exits 0. `--fixture` adds the two fixture definitions client
+/// tests use (their models are answered by the fixture provider; every other model by the
+/// coding agent's provider).
+pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
+    let stop = termination()?;
+    let scope = scope()?;
+    let authority = authority_dir(args)?;
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        // The authority refuses a directory others can read; create it private.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&authority)
+            .map_err(|e| io_error("run authority", e))?;
+    }
+    let overrides = CodingAgentOverrides {
+        approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
+        ..CodingAgentOverrides::default()
+    };
+    let app = CodingAgent::build_with(overrides)
+        .await
+        .map_err(|e| io_error("could not assemble the agent", e))?;
+    let root = CancellationToken::new();
+    let fixture = args.fixture;
+    let host = agent_server::fixture::run_host(
+        &root,
+        &authority,
+        agent_server::fixture::FixtureOptions {
+            sessions: DAEMON_SESSIONS,
+            ..Default::default()
+        },
+        definitions(fixture)?,
+        |pending| {
+            crate::app::daemon_engine(&app, pending, |provider| {
+                if fixture {
+                    Arc::new(agent_server::fixture::FixtureProvider::with_fallback(
+                        provider,
+                    ))
+                } else {
+                    provider
+                }
+            })
+            .map_err(|_| agent_server::fixture::FixtureError::Engine)
+        },
+    )
+    .map_err(|e| io_error("run host", e))?;
+    let mut config = agent_server::DaemonConfig::new(scope, host, build_identity());
+    config.server = Box::new(|server| server.maximum_sessions = DAEMON_SESSIONS);
+    let daemon = agent_server::Daemon::start(config)
+        .await
+        .map_err(|e| io_error("daemon", e))?;
+    tracing::info!(
+        target: "agent_serve",
+        pid = std::process::id(),
+        "daemon serving"
+    );
+    eprintln!(
+        "agent: serving on {} (pid {}); stop with Ctrl-C or SIGTERM",
+        daemon.scope().address().display(),
+        std::process::id()
+    );
+    stop.await;
+    eprintln!("agent: stopping");
+    let stopped = daemon.shutdown(SHUTDOWN_DEADLINE).await;
+    root.cancel();
+    let _ = app.stop().await;
+    stopped.map_err(|e| io_error("daemon shutdown", e))?;
+    Ok(ExitCode::SUCCESS)
+}
