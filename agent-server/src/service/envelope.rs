@@ -6,7 +6,7 @@ use agent_core::interaction::{Pending, PendingDelta};
 use agent_protocol::pb::engine::v1 as pb;
 use agent_protocol::stream::{InteractionTailValidator, validate_run_event};
 
-use super::*;
+use super::TOOL_FAILED_TEXT;
 
 pub(super) fn map_kind(kind: CoreKind) -> pb::EventKind {
     use pb::EventKind as K;
@@ -189,6 +189,8 @@ pub fn envelope_from_wire(envelope: &pb::SnapshotEnvelope) -> Option<Vec<u8>> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use agent_core::event::{
         FailureCode, Timestamp, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted,

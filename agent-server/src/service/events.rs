@@ -16,7 +16,8 @@ use tonic::{Request, Response};
 
 use crate::status::{internal, lifecycle_failure};
 
-use super::*;
+use super::envelope::event_to_wire;
+use super::{OpenStream, Reply, STREAM_BUFFER, Service};
 
 impl Service {
     pub(super) async fn open_event_stream(

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use crate::registry::{AttemptReservation, Entry, Gate, Reserve, SESSIONS_RESOURCE};
 use crate::status::{ATTEMPT_CONFLICT_MESSAGE, session_failure, session_unavailable};
 
-use super::*;
+use super::{Reply, STOPPING_MESSAGE, Service, reply};
 
 impl Service {
     pub(super) async fn initialize_inner(

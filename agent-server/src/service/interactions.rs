@@ -15,7 +15,10 @@ use tonic::{Request, Response};
 
 use crate::status::{internal, lifecycle_failure};
 
-use super::*;
+use super::envelope::{delta_to_wire, pending_to_wire};
+use super::events::{BoxStream, one_frame};
+use super::lifecycle::invalid_status;
+use super::{OpenStream, Reply, STREAM_BUFFER, Service};
 
 impl Service {
     pub(super) async fn open_interaction_stream(

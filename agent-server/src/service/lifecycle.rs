@@ -21,7 +21,11 @@ use tonic::Request;
 
 use crate::status::{MutationKind, START_INPUT_MESSAGE, internal, lifecycle_failure};
 
-use super::*;
+use super::envelope::{envelope_from_wire, envelope_to_wire};
+use super::{Reply, Service, reply};
+use crate::registry::Entry;
+use agent_daemon::HostError;
+use agent_protocol::Negotiated;
 
 /// A response carrying only `status`.
 pub(super) trait Failed: Default {

@@ -27,11 +27,10 @@ use tonic::{Request, Response};
 use crate::registry::{Entry, Registry};
 use crate::status::{lifecycle_failure, session_unavailable};
 
-use self::envelope::*;
 pub use self::envelope::{envelope_from_wire, envelope_to_wire, event_to_wire, project_payload};
-use self::events::*;
+use self::events::BoxStream;
 pub use self::initialize::attempt_fingerprint;
-use self::lifecycle::*;
+use self::lifecycle::invalid_status;
 
 /// The fixed message of every authentication failure.
 pub const UNAUTHENTICATED_MESSAGE: &str = "local daemon authentication failed";
