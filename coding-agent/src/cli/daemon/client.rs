@@ -17,7 +17,10 @@ use agent_endpoint::{Store, UserScope};
 use super::index::{RunEntry, RunIndex};
 use crate::cli::error::CliError;
 
-use super::*;
+use super::{
+    CLIENT_COMPONENT, DAEMON_LOG, SCOPE_DIR_ENV, STARTUP_RETRY, STARTUP_TIMEOUT, client_error,
+    io_error, now_secs, scope,
+};
 
 /// A daemon process `agent run --daemon` launched: `agent serve` from this executable.
 #[derive(Debug)]
@@ -102,7 +105,7 @@ impl Starter for ProcessStarter {
     }
 }
 
-pub(super) fn protocol_range() -> Result<c::ProtocolRange, CliError> {
+fn protocol_range() -> Result<c::ProtocolRange, CliError> {
     let v = |minor| c::ProtocolVersion::new(1, minor, 0);
     let range = (|| c::ProtocolRange::new(v(0)?, v(3)?))();
     range.map_err(|e| io_error("protocol", e))
@@ -147,12 +150,12 @@ pub(super) fn initialize_request(
     .map_err(|e| io_error("initialize request", e))
 }
 
-pub(super) type Managed = ManagedConnector<LocalDiscovery, ProcessStarter, LocalStartupLock>;
+type Managed = ManagedConnector<LocalDiscovery, ProcessStarter, LocalStartupLock>;
 
 /// The daemon's endpoint, as the client commands see it.
 pub(super) struct Endpoint {
-    pub(super) scope: UserScope,
-    pub(super) store: Store,
+    scope: UserScope,
+    store: Store,
     pub(super) index: RunIndex,
 }
 

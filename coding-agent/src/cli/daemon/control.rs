@@ -9,7 +9,8 @@ use agent_client::Session as _;
 use crate::cli::args::{ExportArgs, ImportArgs, RunRef};
 use crate::cli::error::CliError;
 
-use super::*;
+use super::client::Endpoint;
+use super::{client_error, io_error, operation};
 
 /// `agent suspend RUN`: suspends the run at its next turn boundary and prints the boundary
 /// sequence.

@@ -36,7 +36,6 @@ use agent_endpoint::UserScope;
 
 use super::error::CliError;
 
-use self::client::*;
 pub use self::client::{ProcessStarter, ServeProcess};
 pub use self::control::{export, import, resume, suspend};
 pub use self::run::{attach, run};

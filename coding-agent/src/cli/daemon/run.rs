@@ -14,11 +14,15 @@ use crate::cli::args::{AttachArgs, RunArgs};
 use crate::cli::error::{CliError, EXIT_CANCELLED};
 use crate::cli::progress::Spinner;
 
-use super::*;
+use super::client::{Endpoint, initialize_request};
+use super::{
+    ATTACH_LOCK_TIMEOUT, CODING_AGENT_DEFINITION, INTERRUPT_REASON, client_error, io_error,
+    operation, random_token,
+};
 
 /// How the CLI answers the run's approval questions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Answers {
+enum Answers {
     /// Ask on the terminal (y/N).
     Ask,
     /// Approve all.
@@ -28,11 +32,7 @@ pub(super) enum Answers {
 }
 
 /// Answers the run's pending interactions until the stream ends.
-pub(super) async fn answer_interactions(
-    session: Arc<GrpcSession>,
-    run: c::RunRef,
-    answers: Answers,
-) {
+async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers: Answers) {
     use tokio::io::AsyncBufReadExt;
     let Ok(mut stream) = session
         .interactions(c::InteractionStreamOptions { tail: true })
@@ -86,7 +86,7 @@ pub(super) async fn answer_interactions(
 
 /// How a followed run ended for the CLI.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Ending {
+enum Ending {
     Completed,
     Failed,
     Cancelled,
@@ -99,7 +99,7 @@ pub(super) enum Ending {
 }
 
 /// Prints one event for a human (the one-shot form's rendering).
-pub(super) fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
+fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
     use c::EventDetail as D;
     let _ = match event.detail() {
         D::ModelStarted { .. } => {
@@ -125,7 +125,7 @@ pub(super) fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Wri
     let _ = out.flush();
 }
 
-pub(super) fn event_json(event: &c::Event) -> String {
+fn event_json(event: &c::Event) -> String {
     serde_json::json!({
         "run": event.run().as_str(),
         "sequence": event.sequence(),
@@ -136,14 +136,14 @@ pub(super) fn event_json(event: &c::Event) -> String {
 
 /// The Ctrl-C handler, installed before anything starts, so an early Ctrl-C is seen
 /// (not the default action, which would kill the process without a cancel).
-pub(super) fn interrupt() -> Result<tokio::signal::unix::Signal, CliError> {
+fn interrupt() -> Result<tokio::signal::unix::Signal, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))
 }
 
 /// What [`follow`] does on Ctrl-C.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum OnInterrupt {
+enum OnInterrupt {
     /// Send a cancel and keep following until the terminal event.
     Cancel,
     /// Stop following.
@@ -152,7 +152,7 @@ pub(super) enum OnInterrupt {
 
 /// Follows `run` from `after`: replays and tails its events (reopening the stream at the
 /// last delivered sequence when a page ends), printing each, until its terminal event.
-pub(super) async fn follow(
+async fn follow(
     session: &GrpcSession,
     run: &c::RunRef,
     mut after: u64,
@@ -241,21 +241,21 @@ pub(super) async fn follow(
 }
 
 /// Whether `event` ends the run (not just its turn, model call or tool call).
-pub(super) fn is_run_terminal(event: &c::Event) -> bool {
+fn is_run_terminal(event: &c::Event) -> bool {
     matches!(
         event.kind(),
         c::EventKind::RunCompleted | c::EventKind::RunFailed | c::EventKind::RunCancelled
     )
 }
 
-pub(super) fn stream_ending(error: &c::Error) -> Ending {
+fn stream_ending(error: &c::Error) -> Ending {
     match error {
         c::Error::Closed | c::Error::StaleSession(_) => Ending::Fenced,
         other => Ending::Lost(other.to_string()),
     }
 }
 
-pub(super) fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
+fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
     // The summary goes on its own line after streamed text.
     let _ = writeln!(std::io::stdout());
     match ending {
@@ -282,7 +282,7 @@ pub(super) fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> 
     }
 }
 
-pub(super) fn ending_state(ending: &Ending) -> Option<&'static str> {
+fn ending_state(ending: &Ending) -> Option<&'static str> {
     match ending {
         Ending::Completed => Some("completed"),
         Ending::Failed => Some("failed"),

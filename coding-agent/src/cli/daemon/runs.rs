@@ -9,7 +9,8 @@ use agent_client::{EventStream as _, Session as _};
 use super::index::RunEntry;
 use crate::cli::error::CliError;
 
-use super::*;
+use super::client::Endpoint;
+use super::io_error;
 
 /// `agent runs`: lists the runs in this user's run index with their state (`RUN STATE
 /// DEFINITION`). A run whose client another process is attached to is shown as
@@ -42,13 +43,13 @@ pub async fn runs() -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn is_final(state: &str) -> bool {
+fn is_final(state: &str) -> bool {
     matches!(state, "completed" | "failed" | "cancelled" | "exported")
 }
 
 /// The run's state from its last retained event: a terminal kind, `suspended` when the
 /// index says so and it has not ended, else `running`.
-pub(super) async fn probe_state(endpoint: &Endpoint, run: &str) -> Option<String> {
+async fn probe_state(endpoint: &Endpoint, run: &str) -> Option<String> {
     let (session, entry) = endpoint.reconnect(run).await.ok()?;
     let run_ref = c::RunRef::new(run).ok()?;
     let limits = *session.connection().limits();

@@ -13,10 +13,13 @@ use crate::approval::ApprovalMode;
 use crate::cli::args::ServeArgs;
 use crate::cli::error::CliError;
 
-use super::*;
+use super::{
+    AUTHORITY_DIR_ENV, CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, DAEMON_SESSIONS,
+    SHUTDOWN_DEADLINE, io_error, scope,
+};
 
 /// The model the coding agent's definition names (the OpenAI model with that provider).
-pub(super) fn model_name() -> String {
+fn model_name() -> String {
     if cfg!(feature = "openai") {
         std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
     } else {
@@ -28,7 +31,7 @@ pub(super) fn model_name() -> String {
 // agent serve
 // ---------------------------------------------------------------------------------------
 
-pub(super) fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
+fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
     let dir = match (&args.authority, std::env::var_os(AUTHORITY_DIR_ENV)) {
         (Some(dir), _) => dir.clone(),
         (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
@@ -37,9 +40,7 @@ pub(super) fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
     std::path::absolute(&dir).map_err(|e| io_error("run authority", e))
 }
 
-pub(super) fn definitions(
-    fixture: bool,
-) -> Result<agent_daemon::definition::DefinitionSet, CliError> {
+fn definitions(fixture: bool) -> Result<agent_daemon::definition::DefinitionSet, CliError> {
     use agent_daemon::definition::{Definition, DefinitionSet};
     let agent = agent_core::agent::AgentDefinition::new(
         CODING_AGENT_DEFINITION,
@@ -67,7 +68,7 @@ pub(super) fn definitions(
     DefinitionSet::new(values).map_err(|e| io_error("definitions", e))
 }
 
-pub(super) fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity {
+fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity {
     agent_protocol::pb::common::v1::BuildIdentity {
         component: "coding-agent".to_owned(),
         version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -79,7 +80,7 @@ pub(super) fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity 
 }
 
 /// A future that completes on the first SIGINT or SIGTERM.
-pub(super) fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
+fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt =
         signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))?;
