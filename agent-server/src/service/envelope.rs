@@ -8,7 +8,7 @@ use agent_protocol::stream::{InteractionTailValidator, validate_run_event};
 
 use super::TOOL_FAILED_TEXT;
 
-pub(super) fn map_kind(kind: CoreKind) -> pb::EventKind {
+fn map_kind(kind: CoreKind) -> pb::EventKind {
     use pb::EventKind as K;
     match kind {
         CoreKind::RunStarted => K::RunStarted,
@@ -141,7 +141,7 @@ pub(super) fn delta_to_wire(
     })
 }
 
-pub(super) fn hex(bytes: &[u8]) -> String {
+fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 

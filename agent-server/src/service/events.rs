@@ -163,7 +163,7 @@ impl Service {
 pub(super) type BoxStream<T> =
     Pin<Box<dyn tokio_stream::Stream<Item = Result<T, tonic::Status>> + Send>>;
 
-pub(super) fn control_frame(control: pb::StreamControl) -> pb::StreamEventsResponse {
+fn control_frame(control: pb::StreamControl) -> pb::StreamEventsResponse {
     pb::StreamEventsResponse {
         payload: Some(EventPayload::Control(control)),
     }

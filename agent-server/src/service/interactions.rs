@@ -194,7 +194,7 @@ impl Service {
 }
 
 /// An interaction control carrying only `status`.
-pub(super) fn failure_control(status: Status) -> pb::InteractionStreamControl {
+fn failure_control(status: Status) -> pb::InteractionStreamControl {
     pb::InteractionStreamControl {
         status: Some(status),
         ..Default::default()

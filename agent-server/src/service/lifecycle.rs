@@ -28,7 +28,7 @@ use agent_daemon::HostError;
 use agent_protocol::Negotiated;
 
 /// A response carrying only `status`.
-pub(super) trait Failed: Default {
+trait Failed: Default {
     fn failed(status: Status) -> Self;
 }
 
@@ -58,7 +58,7 @@ pub(super) fn invalid_status(v: Violation) -> Status {
 }
 
 /// The single text of a Start input, if it is exactly one user text part.
-pub(super) fn single_text(message: Option<&pb::Message>) -> Option<String> {
+fn single_text(message: Option<&pb::Message>) -> Option<String> {
     let message = message?;
     if message.role != pb::MessageRole::User as i32 {
         return None;
