@@ -487,13 +487,56 @@ async fn until_closed<T>(
     }
 }
 
-/// Implements [`c::EventStream`].
-pub struct GrpcEventStream {
-    buffered: std::collections::VecDeque<c::EventFrame>,
-    tail: mpsc::Receiver<Result<c::EventFrame, c::Error>>,
+/// What both streams are: the validated initial page, then the tail the background reader
+/// forwards, until it ends, fails or the lifetime closes.
+struct Frames<F> {
+    buffered: std::collections::VecDeque<F>,
+    tail: mpsc::Receiver<Result<F, c::Error>>,
     life: Lifetime,
     done: bool,
 }
+
+impl<F> Frames<F> {
+    async fn next(&mut self) -> Result<Option<F>, c::Error> {
+        if self.life.closed() {
+            return Err(c::Error::Closed);
+        }
+        if let Some(f) = self.buffered.pop_front() {
+            return Ok(Some(f));
+        }
+        if self.done {
+            return Ok(None);
+        }
+        match self.tail.recv().await {
+            Some(Ok(f)) => Ok(Some(f)),
+            Some(Err(e)) => {
+                self.done = true;
+                Err(e)
+            }
+            None => {
+                self.done = true;
+                if self.life.closed() {
+                    Err(c::Error::Closed)
+                } else {
+                    Ok(None)
+                }
+            }
+        }
+    }
+
+    fn close(&self) {
+        self.life.own.send_replace(true);
+    }
+}
+
+impl<F> Drop for Frames<F> {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+/// Implements [`c::EventStream`].
+pub struct GrpcEventStream(Frames<c::EventFrame>);
 
 impl std::fmt::Debug for GrpcEventStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -630,12 +673,12 @@ async fn open_events(
             }
         }
     });
-    Ok(GrpcEventStream {
+    Ok(GrpcEventStream(Frames {
         buffered,
         tail: rx,
         life,
         done: false,
-    })
+    }))
 }
 
 fn tail_frame(
@@ -678,50 +721,16 @@ fn tail_frame(
 
 impl c::EventStream for GrpcEventStream {
     async fn next(&mut self) -> Result<Option<c::EventFrame>, c::Error> {
-        if self.life.closed() {
-            return Err(c::Error::Closed);
-        }
-        if let Some(f) = self.buffered.pop_front() {
-            return Ok(Some(f));
-        }
-        if self.done {
-            return Ok(None);
-        }
-        match self.tail.recv().await {
-            Some(Ok(f)) => Ok(Some(f)),
-            Some(Err(e)) => {
-                self.done = true;
-                Err(e)
-            }
-            None => {
-                self.done = true;
-                if self.life.closed() {
-                    Err(c::Error::Closed)
-                } else {
-                    Ok(None)
-                }
-            }
-        }
+        self.0.next().await
     }
 
     fn close(&self) {
-        self.life.own.send_replace(true);
-    }
-}
-
-impl Drop for GrpcEventStream {
-    fn drop(&mut self) {
-        self.life.own.send_replace(true);
+        self.0.close();
     }
 }
 
 /// Implements [`c::InteractionStream`].
-pub struct GrpcInteractionStream {
-    buffered: std::collections::VecDeque<c::InteractionFrame>,
-    tail: mpsc::Receiver<Result<c::InteractionFrame, c::Error>>,
-    life: Lifetime,
-    done: bool,
-}
+pub struct GrpcInteractionStream(Frames<c::InteractionFrame>);
 
 impl std::fmt::Debug for GrpcInteractionStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -813,12 +822,12 @@ async fn open_interactions(
             }
         }
     });
-    Ok(GrpcInteractionStream {
+    Ok(GrpcInteractionStream(Frames {
         buffered,
         tail: rx,
         life,
         done: false,
-    })
+    }))
 }
 
 fn interaction_tail_frame(
@@ -845,39 +854,10 @@ fn interaction_tail_frame(
 
 impl c::InteractionStream for GrpcInteractionStream {
     async fn next(&mut self) -> Result<Option<c::InteractionFrame>, c::Error> {
-        if self.life.closed() {
-            return Err(c::Error::Closed);
-        }
-        if let Some(f) = self.buffered.pop_front() {
-            return Ok(Some(f));
-        }
-        if self.done {
-            return Ok(None);
-        }
-        match self.tail.recv().await {
-            Some(Ok(f)) => Ok(Some(f)),
-            Some(Err(e)) => {
-                self.done = true;
-                Err(e)
-            }
-            None => {
-                self.done = true;
-                if self.life.closed() {
-                    Err(c::Error::Closed)
-                } else {
-                    Ok(None)
-                }
-            }
-        }
+        self.0.next().await
     }
 
     fn close(&self) {
-        self.life.own.send_replace(true);
-    }
-}
-
-impl Drop for GrpcInteractionStream {
-    fn drop(&mut self) {
-        self.life.own.send_replace(true);
+        self.0.close();
     }
 }
