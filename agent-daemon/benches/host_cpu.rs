@@ -10,27 +10,17 @@
 //! Run with `cargo bench -p agent-daemon --bench host_cpu`; results are in
 //! `docs/performance.md`.
 
-use std::collections::BTreeMap;
+#[path = "support/text_run.rs"]
+mod text_run;
+
+use text_run::{Dir, agent, authority_floor_run, engine, host, host_text_run};
+
 use std::hint::black_box;
-use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use agent_authority::{Store, StoreOptions, TerminalPhase};
-use agent_core::agent::{AgentDefinition, Engine};
-use agent_core::event::ReplayRequest;
+use agent_authority::{Store, StoreOptions};
 use agent_core::message::Message;
-use agent_core::model::{ModelRequest, ScriptedProvider, StreamEvent, Usage};
-use agent_core::stage::{Dispatcher, StaticToolPlanSource};
-use agent_daemon::definition::{Definition, DefinitionSet};
-use agent_daemon::host::{HostLimits, StartRequest};
-use agent_daemon::ledger::Ledger;
-use agent_daemon::pending::{PendingLimits, PendingRouter};
-use agent_daemon::session::{Session, SessionStore};
-use agent_daemon::{RunHost, RunHostConfig};
-use tokio_util::sync::CancellationToken;
 
 /// Runs of each workload per round.
 const RUNS: u32 = 20_000;
@@ -48,97 +38,6 @@ fn cpu_time() -> Duration {
         fields[11].parse::<u64>().expect("utime") + fields[12].parse::<u64>().expect("stime");
     // Linux reports them in USER_HZ, 100 per second on every architecture it runs on.
     Duration::from_millis(ticks * 10)
-}
-
-fn engine(router: Option<Arc<PendingRouter>>) -> Engine {
-    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
-        vec![StreamEvent::Completed {
-            usage: Usage::new(1, 1),
-        }]
-    }));
-    let plans = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new()).unwrap());
-    let mut builder = Engine::builder(provider, plans);
-    if let Some(router) = router {
-        builder = builder.broker(router);
-    }
-    builder.build().unwrap()
-}
-
-fn agent() -> AgentDefinition {
-    AgentDefinition::new("benchmark", "scripted", 1).unwrap()
-}
-
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(parent: PathBuf, name: &str) -> Dir {
-        let path = parent.join(format!("agent-daemon-bench-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&path);
-        std::fs::DirBuilder::new()
-            .mode(0o700)
-            .create(&path)
-            .unwrap();
-        Dir(path)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn host(dir: &Dir) -> (RunHost, Session) {
-    let root = CancellationToken::new();
-    let router = PendingRouter::new(PendingLimits::default()).unwrap();
-    let sessions = SessionStore::new(&root, 4).unwrap();
-    let definitions =
-        DefinitionSet::new([Definition::new("benchmark", "r1", agent()).unwrap()]).unwrap();
-    let store = Store::open(StoreOptions::new().directory(dir.0.join("store"))).unwrap();
-    let host = RunHost::new(RunHostConfig {
-        root,
-        engine: engine(Some(router.clone())),
-        authority: Arc::new(store),
-        sessions: sessions.clone(),
-        ledger: Arc::new(Ledger::new(1, 1 << 20).unwrap()),
-        pending: router,
-        definitions,
-        limits: HostLimits::default(),
-        health_sources: Vec::new(),
-    })
-    .unwrap();
-    let session = sessions.fresh().unwrap();
-    (host, session)
-}
-
-static OP: AtomicU64 = AtomicU64::new(0);
-
-fn request() -> StartRequest {
-    StartRequest {
-        operation_id: format!("op-{}", OP.fetch_add(1, Ordering::Relaxed)),
-        definition_id: "benchmark".into(),
-        revision: "r1".into(),
-        text: "hello".into(),
-    }
-}
-
-async fn host_text_run(host: &RunHost, session: &Session) {
-    let ctx = CancellationToken::new();
-    let (started, _) = host.start(&ctx, session, request()).await.unwrap();
-    let agent_daemon::host::Success::Started { run_id, .. } = started else {
-        unreachable!()
-    };
-    let mut stream = host
-        .replay_events(&ctx, session, &run_id, ReplayRequest::after(0).with_tail())
-        .await
-        .unwrap();
-    let mut ended = stream.events.iter().any(|e| e.kind().ends_run());
-    while !ended {
-        let event = stream.next().await.expect("the run ends");
-        ended = event.kind().ends_run();
-    }
-    stream.close();
-    black_box(run_id);
 }
 
 /// Runs `body` (which runs the workload `runs` times) and prints the cost per run.
@@ -191,9 +90,7 @@ fn main() {
         });
         measure("text_run/authority_floor_tmpfs", RUNS, || {
             for _ in 0..RUNS {
-                let id = format!("floor-{}", OP.fetch_add(1, Ordering::Relaxed));
-                let mut run = store.start(&id).unwrap();
-                run.terminal(TerminalPhase::Completed).unwrap();
+                authority_floor_run(&store);
             }
         });
     }
