@@ -81,6 +81,10 @@ target_dir="$(cd "$repo" && cargo metadata --format-version 1 --no-deps |
 [ -n "$target_dir" ] || die "cannot find cargo's target directory"
 
 workloads="engine_construction text_run tool_round cancellation"
+# The primitives the contracts make every run pay, timed by kernel_uncounted in the same process
+# as the workloads (agent-core/benches/support/floors.rs).
+floors="floor_spawn_and_wake floor_cancellation_token floor_cancellation_token_cancelled
+floor_boxed_contained_call floor_log_six_appends floor_run_id_reserve_release floor_allocation"
 go_name() {
     case "$1" in
         engine_construction) echo BenchmarkKernelEngineConstruction ;;
@@ -152,6 +156,16 @@ for round in $(seq 1 "$rounds"); do
         [ -n "$median" ] || die "round $round: no median in $estimates"
         record ours "$w" "$median"
     done
+    if [ "$timing" = kernel_uncounted ]; then
+        for f in $floors; do
+            estimates="$target_dir/criterion/$timing/$f/new/estimates.json"
+            [ -f "$estimates" ] || die "round $round: criterion wrote no $estimates"
+            median="$(sed -n 's/.*"median":{"confidence_interval":{[^}]*},"point_estimate":\([0-9.eE+-]*\).*/\1/p' \
+                "$estimates")"
+            [ -n "$median" ] || die "round $round: no median in $estimates"
+            record floor "$f" "$median"
+        done
+    fi
 done
 
 for w in $workloads; do
@@ -181,6 +195,18 @@ for w in $workloads; do
             printf "| %s | %s | %s | %.1fx | %s | %s | %s |\n", w, t(o), t(u), o / u, oa, ua, ar
         }'
 done
+if [ "$timing" = kernel_uncounted ]; then
+    echo
+    echo "Contract floors, lowest median of the same rounds (what each costs a run: docs/performance.md)"
+    echo
+    printf '| floor | time |\n| --- | ---: |\n'
+    for f in $floors; do
+        awk -v f="$f" -v v="$(lowest floor "$f")" 'BEGIN { printf "| %s | %.1f ns |\n", f, v }'
+    done
+    awk -v n="kernel/text_run:" '$1 == n { printf "\nEvents per run: text_run %s", $6 }' "$work/ours-counts.txt"
+    awk -v n="kernel/tool_round:" '$1 == n { printf ", tool_round %s", $6 }' "$work/ours-counts.txt"
+    awk -v n="kernel/cancellation:" '$1 == n { printf ", cancellation %s\n", $6 }' "$work/ours-counts.txt"
+fi
 echo
 echo "Per-round figures:"
 for side in original ours; do

@@ -123,8 +123,8 @@ fn runtime() -> Runtime {
 pub(crate) type Count = fn() -> (u64, u64, i64);
 
 /// Counts allocations over `iterations` runs of `run` (after a warm-up, since the first
-/// iterations grow buffers that later ones reuse) when `count` is given and prints them, then
-/// times `run` as `<group>/<name>`.
+/// iterations grow buffers that later ones reuse) when `count` is given and prints them with
+/// the events each run committed (what `run` returns), then times `run` as `<group>/<name>`.
 fn measure<F, Fut>(
     c: &mut Criterion,
     runtime: &Runtime,
@@ -133,7 +133,7 @@ fn measure<F, Fut>(
     run: F,
 ) where
     F: Fn() -> Fut,
-    Fut: Future<Output = ()>,
+    Fut: Future<Output = u64>,
 {
     const ITERATIONS: u32 = 500;
     if let Some(count) = count {
@@ -143,19 +143,22 @@ fn measure<F, Fut>(
             }
         });
         let before = count();
-        runtime.block_on(async {
+        let events = runtime.block_on(async {
+            let mut events = 0;
             for _ in 0..ITERATIONS {
-                run().await;
+                events += run().await;
             }
+            events
         });
         let after = count();
         let n = f64::from(ITERATIONS);
         let allocations = (after.0 - before.0) as f64;
         let bytes = (after.1 - before.1) as f64 + (after.2 - before.2).max(0) as f64;
         println!(
-            "kernel/{name}: {:.1} allocations/iter, {:.0} bytes/iter",
+            "kernel/{name}: {:.1} allocations/iter, {:.0} bytes/iter, {:.1} events/iter",
             allocations / n,
             bytes / n,
+            events as f64 / n,
         );
     }
     c.benchmark_group(group)
@@ -173,6 +176,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
     measure(c, &runtime, counting, "engine_construction", || async {
         let engine = engine_with(idle_provider.clone(), clock.clone(), BTreeMap::new());
         engine.close().await;
+        0
     });
 
     let text_engine = engine(
@@ -187,6 +191,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
             .await
             .expect("start");
         run.wait().await.expect("completed");
+        run.events().last_sequence()
     });
 
     // The original builds the call once and streams that value on every first request.
@@ -212,6 +217,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
             .await
             .expect("start");
         run.wait().await.expect("completed");
+        run.events().last_sequence()
     });
 
     let started = Arc::new(Notify::new());
@@ -230,5 +236,6 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
         run.cancel();
         let error = run.wait().await.expect_err("cancelled");
         assert!(error.is_cancelled());
+        run.events().last_sequence()
     });
 }
