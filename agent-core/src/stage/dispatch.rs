@@ -4,7 +4,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Poll;
 
 use tokio_util::sync::CancellationToken;
 
@@ -469,6 +472,81 @@ impl fmt::Debug for Dispatcher {
     }
 }
 
+impl Dispatcher {
+    /// One dispatch, the future [`ToolDispatcher::dispatch`] boxes. Unlike a `select!`, it
+    /// registers on the cancellation token only once the tool is pending, so a tool that
+    /// finishes on its first poll (most do) never takes the token's lock for the wait.
+    pub(crate) async fn run(
+        &self,
+        request: DispatchRequest<'_>,
+    ) -> Result<ToolResult, DispatchError> {
+        let call = request.call;
+        if request.cancel.is_cancelled() {
+            return Err(DispatchError::Cancelled {
+                call_id: call.id().to_owned(),
+            });
+        }
+        let Ok(index) = self
+            .definitions
+            .binary_search_by(|d| d.name().cmp(call.name()))
+        else {
+            return Err(DispatchError::Undeclared {
+                name: call.name().to_owned(),
+            });
+        };
+        let definition = &self.definitions[index];
+        let mut reporter = ScopedReporter {
+            inner: request.reporter,
+            call_id: call.id(),
+            first_failure: Mutex::new(None),
+        };
+        let ctx = ToolContext::new(&reporter, request.cancel);
+        let Ok(future) = contained(|| self.tools[index].execute(call.clone(), ctx)) else {
+            return check_outcome(definition, call, Err(Panicked), None);
+        };
+        let mut execution = CatchUnwind::new(future);
+        let Some(outcome) = unless_cancelled(&mut execution, request.cancel).await else {
+            return Err(DispatchError::Cancelled {
+                call_id: call.id().to_owned(),
+            });
+        };
+        // The tool's future (already discarded) was the last borrower of the reporter, so
+        // its first failure is read without taking the lock.
+        drop(execution);
+        let reporter_failure = reporter
+            .first_failure
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        check_outcome(definition, call, outcome, reporter_failure)
+    }
+}
+
+/// Polls `execution` until it finishes (`Some`) or `cancel` fires first (`None`). The tool is
+/// polled before the cancellation on every wake-up, so a completed outcome wins over a
+/// cancellation that arrives at the same time.
+async fn unless_cancelled<F: Future + Unpin>(
+    execution: &mut F,
+    cancel: &CancellationToken,
+) -> Option<F::Output> {
+    // Created only once the tool is pending: a tool that finishes on its first poll (most
+    // do) never needs the wait.
+    let mut cancelled = pin!(None);
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = Pin::new(&mut *execution).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if cancelled.is_none() {
+            cancelled.set(Some(cancel.cancelled()));
+        }
+        match cancelled.as_mut().as_pin_mut() {
+            Some(wait) => wait.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
+    .await
+}
+
 impl ToolDispatcher for Dispatcher {
     fn definitions(&self) -> &[Definition] {
         &self.definitions
@@ -478,46 +556,7 @@ impl ToolDispatcher for Dispatcher {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        Box::pin(async move {
-            let call = request.call;
-            if request.cancel.is_cancelled() {
-                return Err(DispatchError::Cancelled {
-                    call_id: call.id().to_owned(),
-                });
-            }
-            let Ok(index) = self
-                .definitions
-                .binary_search_by(|d| d.name().cmp(call.name()))
-            else {
-                return Err(DispatchError::Undeclared {
-                    name: call.name().to_owned(),
-                });
-            };
-            let definition = &self.definitions[index];
-            let reporter = ScopedReporter {
-                inner: request.reporter,
-                call_id: call.id(),
-                first_failure: Mutex::new(None),
-            };
-            let ctx = ToolContext::new(&reporter, request.cancel);
-            let started = contained(|| self.tools[index].execute(call.clone(), ctx));
-            let Ok(future) = started else {
-                return check_outcome(definition, call, Err(Panicked), None);
-            };
-            let execution = CatchUnwind::new(future);
-            // A completed outcome wins over a cancellation that arrives at the same time.
-            let outcome = tokio::select! {
-                biased;
-                outcome = execution => outcome,
-                () = request.cancel.cancelled() => return Err(DispatchError::Cancelled { call_id: call.id().to_owned() }),
-            };
-            let reporter_failure = reporter
-                .first_failure
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .take();
-            check_outcome(definition, call, outcome, reporter_failure)
-        })
+        Box::pin(self.run(request))
     }
 }
 
