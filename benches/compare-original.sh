@@ -122,6 +122,16 @@ record() { # side workload value
     printf '%s %s %s\n' "$1" "$2" "$3" >>"$best"
 }
 
+# The median's point estimate of bench id <id> in round <round>, in nanoseconds.
+criterion_median() { # id round
+    local estimates="$target_dir/criterion/$timing/$1/new/estimates.json" median
+    [ -f "$estimates" ] || die "round $2: criterion wrote no $estimates"
+    median="$(sed -n 's/.*"median":{"confidence_interval":{[^}]*},"point_estimate":\([0-9.eE+-]*\).*/\1/p' \
+        "$estimates")"
+    [ -n "$median" ] || die "round $2: no median in $estimates"
+    printf '%s\n' "$median"
+}
+
 for round in $(seq 1 "$rounds"); do
     echo "round $round/$rounds: original"
     (cd "$original" && "$go_bin" test -run '^$' -bench '^BenchmarkKernel' -benchtime=500x \
@@ -148,21 +158,13 @@ for round in $(seq 1 "$rounds"); do
         >"$work/ours-$round.txt" 2>&1 ||
         { cat "$work/ours-$round.txt" >&2; die "our benchmark failed in round $round"; }
     for w in $workloads; do
-        estimates="$target_dir/criterion/$timing/$w/new/estimates.json"
-        [ -f "$estimates" ] || die "round $round: criterion wrote no $estimates"
-        # The median's point estimate, in nanoseconds.
-        median="$(sed -n 's/.*"median":{"confidence_interval":{[^}]*},"point_estimate":\([0-9.eE+-]*\).*/\1/p' \
-            "$estimates")"
-        [ -n "$median" ] || die "round $round: no median in $estimates"
+        # An assignment, so that a failure inside the substitution stops the script (set -e).
+        median="$(criterion_median "$w" "$round")"
         record ours "$w" "$median"
     done
     if [ "$timing" = kernel_uncounted ]; then
         for f in $floors; do
-            estimates="$target_dir/criterion/$timing/$f/new/estimates.json"
-            [ -f "$estimates" ] || die "round $round: criterion wrote no $estimates"
-            median="$(sed -n 's/.*"median":{"confidence_interval":{[^}]*},"point_estimate":\([0-9.eE+-]*\).*/\1/p' \
-                "$estimates")"
-            [ -n "$median" ] || die "round $round: no median in $estimates"
+            median="$(criterion_median "$f" "$round")"
             record floor "$f" "$median"
         done
     fi
