@@ -34,3 +34,28 @@ pub(crate) async fn bounded<F: Future>(limit: Duration, future: F) -> Option<F::
     }
     tokio::time::timeout(limit, future).await.ok()
 }
+
+/// Polls `work` until it finishes (`Some`) or `cancel` fires first (`None`). The work is
+/// polled before the cancellation on every wake-up, so an outcome wins over a cancellation
+/// that arrives at the same time (as `select!` with `biased` would).
+pub(crate) async fn unless_cancelled<F: Future + Unpin>(
+    work: &mut F,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Option<F::Output> {
+    // The wait is created only once the work is pending: work that finishes on its first
+    // poll (a tool, a model stream's next item, most of the time) never needs it.
+    let mut cancelled = std::pin::pin!(None);
+    std::future::poll_fn(|cx| {
+        if let Poll::Ready(output) = Pin::new(&mut *work).poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        if cancelled.is_none() {
+            cancelled.set(Some(cancel.cancelled()));
+        }
+        match cancelled.as_mut().as_pin_mut() {
+            Some(wait) => wait.poll(cx).map(|()| None),
+            None => Poll::Pending,
+        }
+    })
+    .await
+}

@@ -17,6 +17,60 @@ pub(crate) fn format_arc(args: fmt::Arguments<'_>) -> Arc<str> {
     Arc::from(fmt::format(args))
 }
 
+/// Joins `parts` into a shared string with one allocation, without the formatting
+/// machinery: the ids a run makes on its hot path (`run-<n>`, `<run>/model/<turn>`).
+pub(crate) fn concat_arc(parts: &[&str]) -> Arc<str> {
+    let mut buffer = [0u8; 160];
+    let len: usize = parts.iter().map(|part| part.len()).sum();
+    if len > buffer.len() {
+        return Arc::from(parts.concat());
+    }
+    let mut end = 0;
+    for part in parts {
+        buffer[end..end + part.len()].copy_from_slice(part.as_bytes());
+        end += part.len();
+    }
+    // A concatenation of `str`s is UTF-8; the check is the price of `forbid(unsafe_code)`.
+    match std::str::from_utf8(&buffer[..len]) {
+        Ok(text) => Arc::from(text),
+        Err(_) => Arc::from(parts.concat()),
+    }
+}
+
+/// Whether two shared strings are equal, settled by their pointers when they share one
+/// allocation (as the kernel's own copies of an id or fingerprint do).
+pub(crate) fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
+}
+
+/// The decimal digits of a number, on the stack.
+pub(crate) struct Decimal {
+    digits: [u8; 20],
+    start: usize,
+}
+
+impl Decimal {
+    pub(crate) fn new(mut value: u64) -> Self {
+        let mut digits = [b'0'; 20];
+        let mut start = digits.len();
+        loop {
+            start -= 1;
+            // `value % 10` is below 10, so the cast keeps it whole.
+            digits[start] = b'0' + (value % 10) as u8;
+            value /= 10;
+            if value == 0 {
+                break;
+            }
+        }
+        Decimal { digits, start }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        // ASCII digits only, so this never takes the fallback.
+        std::str::from_utf8(&self.digits[self.start..]).unwrap_or("0")
+    }
+}
+
 /// Why a value is not a token.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum TokenProblem {
@@ -63,6 +117,24 @@ mod tests {
         assert_eq!(check_token("ab", 1), Err(TokenProblem::TooLong));
         assert_eq!(check_token(" a", 2), Err(TokenProblem::Untrimmed));
         assert_eq!(check_token("a\n", 2), Err(TokenProblem::Untrimmed));
+    }
+
+    #[test]
+    fn decimals_and_concatenation_match_the_formatter() {
+        for n in [0, 1, 9, 10, 42, 1_000, u64::from(u32::MAX), u64::MAX] {
+            assert_eq!(Decimal::new(n).as_str(), n.to_string());
+        }
+        assert_eq!(
+            &*concat_arc(&["run", "-", Decimal::new(7).as_str()]),
+            "run-7"
+        );
+        assert_eq!(&*concat_arc(&[]), "");
+        assert_eq!(&*concat_arc(&["é", "-", "ü"]), "é-ü");
+        let long = "é".repeat(100);
+        assert_eq!(
+            &*concat_arc(&[&long, "/model/", "3"]),
+            format!("{long}/model/3")
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::event::EventLog;
 use crate::event::{
     Event, FailureCode, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted, ToolStartedVersion,
 };
+use crate::future::unless_cancelled;
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
 use crate::model::{
@@ -24,7 +25,7 @@ use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
 use crate::stage::ToolPlanLease;
 use crate::stage::{ContractViolation, DispatchError, DispatchRequest, DispatchScope};
-use crate::text::format_arc;
+use crate::text::{Decimal, concat_arc};
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
 use std::collections::BTreeSet;
 use tokio_util::sync::CancellationToken;
@@ -421,7 +422,11 @@ async fn run_turn(
         settle(shared, state, turn).await?;
     }
     let request = ModelRequest::from_checked_parts(
-        format_arc(format_args!("{}/model/{turn}", shared.id)),
+        concat_arc(&[
+            shared.id.as_str(),
+            "/model/",
+            Decimal::new(u64::from(turn)).as_str(),
+        ]),
         shared.agent.model.clone(),
         state.history.clone(),
         shared.lease.definitions_arc().clone(),
@@ -559,17 +564,14 @@ async fn model_operation(
     let provider = &*shared.engine.provider;
     let start =
         contained(|| provider.stream(request)).map_err(|_| ModelFailure::panicked(false))?;
-    let stream = tokio::select! {
-        biased;
-        started = CatchUnwind::new(start) => match started {
-            Ok(Ok(stream)) => stream,
-            Ok(Err(error)) => {
-                let problem = error.problem().clone();
-                return Err(ModelFailure::problem(&problem, false, error));
-            }
-            Err(_) => return Err(ModelFailure::panicked(false)),
-        },
-        () = cancel.cancelled() => return Err(ModelFailure::cancelled(false)),
+    let stream = match unless_cancelled(&mut CatchUnwind::new(start), cancel).await {
+        Some(Ok(Ok(stream))) => stream,
+        Some(Ok(Err(error))) => {
+            let problem = error.problem().clone();
+            return Err(ModelFailure::problem(&problem, false, error));
+        }
+        Some(Err(_)) => return Err(ModelFailure::panicked(false)),
+        None => return Err(ModelFailure::cancelled(false)),
     };
     let mut stream = StreamGuard(Some(stream));
     let mut observed = false;
@@ -580,10 +582,8 @@ async fn model_operation(
             return Err(ModelFailure::protocol("stream vanished", observed));
         };
         let next = contained(move || inner.next()).map_err(|_| ModelFailure::panicked(observed))?;
-        let item = tokio::select! {
-            biased;
-            item = CatchUnwind::new(next) => item,
-            () = cancel.cancelled() => return Err(ModelFailure::cancelled(observed)),
+        let Some(item) = unless_cancelled(&mut CatchUnwind::new(next), cancel).await else {
+            return Err(ModelFailure::cancelled(observed));
         };
         let event = match item {
             Err(_) => return Err(ModelFailure::panicked(observed)),
@@ -671,14 +671,14 @@ async fn run_call(
     let requester: Arc<dyn Requester> = shared.clone();
     // Built before `tool.started`, so nothing can fail between a committed start and the
     // dispatch.
-    let scope = DispatchScope::new(
+    let scope = DispatchScope::of_run(
         shared.id.clone(),
         turn,
         shared.lease.id().clone(),
         shared.lease.fingerprint_arc().clone(),
+        requester,
     )
-    .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?
-    .with_requester(requester);
+    .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?;
     let entry = &state.round[index];
     let at = entry.at;
     let facts = entry.facts.clone();

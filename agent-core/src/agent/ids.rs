@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::text::format_arc;
+use crate::text::{Decimal, concat_arc};
 
 /// Allocates run ids.
 pub trait IdSource: Send + Sync {
@@ -38,7 +38,7 @@ impl AtomicIdSource {
 impl IdSource for AtomicIdSource {
     fn next_id(&self, prefix: &str) -> Arc<str> {
         let n = self.0.fetch_add(1, Ordering::Relaxed) + 1;
-        format_arc(format_args!("{prefix}-{n}"))
+        concat_arc(&[prefix, "-", Decimal::new(n).as_str()])
     }
 }
 

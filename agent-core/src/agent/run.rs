@@ -11,7 +11,7 @@ use super::definition::AgentDefinition;
 use super::identity::PlanIdentity;
 use super::inner::EngineInner;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
-use crate::event::{Envelope, Event, EventLog, FailureCode, LogError, ObserverError};
+use crate::event::{Event, EventLog, FailureCode, LogError, ObserverError};
 use crate::future::BoxFuture;
 use crate::future::bounded;
 use crate::interaction::{
@@ -288,19 +288,10 @@ impl RunShared {
             // of the observer machinery keeps every caller's future small.
             return self
                 .log
-                .append_next(|sequence| self.stamp(sequence, event))
+                .append_next(|| self.engine.clock.now(), event, |_| {})
                 .map_err(EmitError::Log);
         }
         Box::pin(self.emit_observed(event, detached)).await
-    }
-
-    fn stamp(&self, sequence: u64, event: Event) -> Envelope {
-        Envelope::new(
-            Arc::clone(self.id.as_arc()),
-            sequence,
-            self.engine.clock.now(),
-            event,
-        )
     }
 
     async fn emit_observed(&self, event: Event, detached: bool) -> Result<(), EmitError> {
@@ -308,11 +299,11 @@ impl RunShared {
         let _order = self.emit_lock.lock().await;
         let mut copy = None;
         self.log
-            .append_next(|sequence| {
-                let envelope = self.stamp(sequence, event);
-                copy = Some(envelope.clone());
-                envelope
-            })
+            .append_next(
+                || self.engine.clock.now(),
+                event,
+                |envelope| copy = Some(envelope.clone()),
+            )
             .map_err(EmitError::Log)?;
         let Some(envelope) = copy else {
             return Ok(());

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 
 use tokio::sync::Notify;
 
-use super::Envelope;
+use super::{Envelope, Event, Timestamp};
 
 /// Why the log refused an append, a replay or a subscription.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -383,37 +383,61 @@ impl EventLog {
         self.append_locked(&mut guard, envelope)
     }
 
-    /// Appends the envelope `make` builds for the next sequence number, under one lock, so
-    /// concurrent emitters can never race for a number.
-    pub(crate) fn append_next(&self, make: impl FnOnce(u64) -> Envelope) -> Result<(), LogError> {
+    /// Appends `event` as this run's next envelope, stamped by `now` under the log's lock, so
+    /// concurrent emitters can never race for a number and stamps follow the sequence. The
+    /// envelope is built in its slot: the run's own id and the next number need none of the
+    /// checks an envelope from outside gets. `seen` sees the envelope before it is stored.
+    pub(crate) fn append_next(
+        &self,
+        now: impl FnOnce() -> Timestamp,
+        event: Event,
+        seen: impl FnOnce(&Envelope),
+    ) -> Result<(), LogError> {
         let mut guard = lock(&self.inner);
-        let next = guard.last.saturating_add(1);
-        let envelope = make(next);
-        self.append_locked(&mut guard, envelope)
+        let inner = &mut *guard;
+        let bytes = self.run_id.len() + event.accounted_bytes();
+        let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
+        let envelope = Envelope::new(Arc::clone(&self.run_id), sequence, now(), event);
+        seen(&envelope);
+        self.store(inner, envelope, bytes);
+        Ok(())
     }
 
     fn append_locked(&self, inner: &mut Inner, envelope: Envelope) -> Result<(), LogError> {
-        if inner.closed {
-            return Err(LogError::Closed);
-        }
-        if envelope.run_id() != &*self.run_id {
+        if !inner.closed && envelope.run_id() != &*self.run_id {
             return Err(LogError::RunMismatch {
                 expected: self.run_id.to_string(),
                 found: envelope.run_id().to_owned(),
             });
         }
-        let Some(expected) = inner.last.checked_add(1) else {
-            inner.stats.exhausted += 1;
-            return Err(exhausted("event_sequence"));
-        };
-        if envelope.sequence() != expected {
+        if !inner.closed
+            && let Some(expected) = inner.last.checked_add(1)
+            && envelope.sequence() != expected
+        {
             return Err(LogError::OutOfOrder {
                 expected,
                 found: envelope.sequence(),
             });
         }
+        let bytes = envelope.accounted_bytes();
+        self.admit(inner, envelope.kind().is_terminal(), bytes)?;
+        self.store(inner, envelope, bytes);
+        Ok(())
+    }
+
+    /// Checks that the log is open and has a next number, and makes room for an event of
+    /// `bytes` accounted bytes (evicting the oldest; only a terminal event may use the
+    /// terminal reserve); returns the event's sequence number. Nothing is committed yet.
+    fn admit(&self, inner: &mut Inner, terminal: bool, bytes: usize) -> Result<u64, LogError> {
+        if inner.closed {
+            return Err(LogError::Closed);
+        }
+        let Some(sequence) = inner.last.checked_add(1) else {
+            inner.stats.exhausted += 1;
+            return Err(exhausted("event_sequence"));
+        };
         let limits = &self.limits;
-        let (max_events, max_bytes) = if envelope.kind().is_terminal() {
+        let (max_events, max_bytes) = if terminal {
             (limits.max_events, limits.max_bytes)
         } else {
             (
@@ -421,7 +445,6 @@ impl EventLog {
                 limits.max_bytes - limits.terminal_reserve_bytes,
             )
         };
-        let bytes = envelope.accounted_bytes();
         if bytes > max_bytes {
             inner.stats.exhausted += 1;
             return Err(exhausted("event_log_bytes"));
@@ -434,13 +457,18 @@ impl EventLog {
             inner.stats.evicted_events += 1;
             inner.stats.evicted_bytes += old.bytes as u64;
         }
-        inner.last = expected;
+        Ok(sequence)
+    }
+
+    /// Commits the envelope [`admit`](Self::admit) made room for and offers it to every
+    /// subscriber.
+    fn store(&self, inner: &mut Inner, envelope: Envelope, bytes: usize) {
+        inner.last = envelope.sequence();
         inner.bytes += bytes;
         inner.entries.push_back(Entry { envelope, bytes });
         if !inner.subscribers.is_empty() {
-            inner.publish(limits);
+            inner.publish(&self.limits);
         }
-        Ok(())
     }
 
     /// The sequence of the last appended event (0, or the imported cursor, if none).

@@ -4,14 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::future::{Future, poll_fn};
-use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::task::Poll;
 
 use tokio_util::sync::CancellationToken;
 
 use super::plan_id::{PlanId, is_sha256_fingerprint};
+use crate::future::unless_cancelled;
 use crate::interaction::{Requester, UnavailableRequester};
 use crate::panic::{CatchUnwind, Panicked, contained};
 use crate::run_id::{MAX_RUN_ID_BYTES, RunId};
@@ -52,9 +50,7 @@ impl PartialEq for DispatchScope {
     fn eq(&self, other: &Self) -> bool {
         // A pipeline compares the scope that reaches its guards with the clone it bound,
         // which shares every string: equal pointers settle most comparisons.
-        fn same(a: &Arc<str>, b: &Arc<str>) -> bool {
-            Arc::ptr_eq(a, b) || a == b
-        }
+        let same = crate::text::same_text;
         self.turn == other.turn
             && same(self.run_id.as_arc(), other.run_id.as_arc())
             && same(self.plan_id.as_arc(), other.plan_id.as_arc())
@@ -115,6 +111,28 @@ impl DispatchScope {
         })
     }
 
+    /// The scope of a run's call, from values the kernel already validated (the run's id,
+    /// its leased plan's id and fingerprint), so the run pays no second check for them.
+    pub(crate) fn of_run(
+        run_id: RunId,
+        turn: u32,
+        plan_id: PlanId,
+        plan_fingerprint: Arc<str>,
+        requester: Arc<dyn Requester>,
+    ) -> Result<Self, ScopeError> {
+        if turn == 0 {
+            return Err(ScopeError::Turn);
+        }
+        debug_assert!(is_sha256_fingerprint(&plan_fingerprint));
+        Ok(DispatchScope {
+            run_id,
+            turn,
+            plan_id,
+            plan_fingerprint,
+            requester: Some(requester),
+        })
+    }
+
     /// The same scope, letting guards ask the user through `requester`.
     pub fn with_requester(mut self, requester: Arc<dyn Requester>) -> Self {
         self.requester = Some(requester);
@@ -158,6 +176,11 @@ impl DispatchScope {
 
     /// The leased plan's fingerprint (`sha256:...`).
     pub fn plan_fingerprint(&self) -> &str {
+        &self.plan_fingerprint
+    }
+
+    /// The shared fingerprint, for comparisons that a shared pointer settles.
+    pub(crate) fn plan_fingerprint_arc(&self) -> &Arc<str> {
         &self.plan_fingerprint
     }
 }
@@ -445,6 +468,12 @@ impl Dispatcher {
     /// Snapshots every tool's definition once; a key that differs from its definition's name
     /// is rejected. Later changes to what a tool reports are ignored.
     pub fn new(tools: BTreeMap<String, Arc<dyn Tool>>) -> Result<Self, DispatcherError> {
+        if tools.is_empty() {
+            // Text-only agents build this with every engine. An empty map owns no memory,
+            // so forgetting it skips its destructor's walk without leaking anything.
+            std::mem::forget(tools);
+            return Ok(Dispatcher::empty());
+        }
         let mut definitions = Vec::with_capacity(tools.len());
         let mut ordered = Vec::with_capacity(tools.len());
         for (key, tool) in tools {
@@ -462,6 +491,21 @@ impl Dispatcher {
             definitions,
             tools: ordered,
         })
+    }
+}
+
+impl Dispatcher {
+    /// The dispatcher without tools.
+    pub(crate) const fn empty() -> Self {
+        Dispatcher {
+            definitions: Vec::new(),
+            tools: Vec::new(),
+        }
+    }
+
+    /// Whether it has no tools.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.tools.is_empty()
     }
 }
 
@@ -520,31 +564,6 @@ impl Dispatcher {
             .take();
         check_outcome(definition, call, outcome, reporter_failure)
     }
-}
-
-/// Polls `execution` until it finishes (`Some`) or `cancel` fires first (`None`). The tool is
-/// polled before the cancellation on every wake-up, so a completed outcome wins over a
-/// cancellation that arrives at the same time.
-async fn unless_cancelled<F: Future + Unpin>(
-    execution: &mut F,
-    cancel: &CancellationToken,
-) -> Option<F::Output> {
-    // Created only once the tool is pending: a tool that finishes on its first poll (most
-    // do) never needs the wait.
-    let mut cancelled = pin!(None);
-    poll_fn(|cx| {
-        if let Poll::Ready(output) = Pin::new(&mut *execution).poll(cx) {
-            return Poll::Ready(Some(output));
-        }
-        if cancelled.is_none() {
-            cancelled.set(Some(cancel.cancelled()));
-        }
-        match cancelled.as_mut().as_pin_mut() {
-            Some(wait) => wait.poll(cx).map(|()| None),
-            None => Poll::Pending,
-        }
-    })
-    .await
 }
 
 impl ToolDispatcher for Dispatcher {

@@ -10,7 +10,9 @@ use crate::hash::HexDigest;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use super::dispatch::{DispatchError, DispatchRequest, ToolDispatcher, dispatch_declared};
+use super::dispatch::{
+    DispatchError, DispatchRequest, Dispatcher, ToolDispatcher, dispatch_declared,
+};
 use super::pipeline::PipelineError;
 use super::plan_id::PlanId;
 use crate::future::BoxFuture;
@@ -216,14 +218,20 @@ impl<D: ToolDispatcher> ToolDispatcher for LeaseCore<D> {
         &'a self,
         request: DispatchRequest<'a>,
     ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
-        if request.scope.plan_id() != &self.header.id {
+        // A run's scope carries this header's own shared strings, so the pointers settle
+        // both checks; any other scope is compared byte by byte.
+        let same = crate::text::same_text;
+        if !same(request.scope.plan_id().as_arc(), self.header.id.as_arc()) {
             let (expected, found) = (
                 self.header.id.to_string(),
                 request.scope.plan_id().to_string(),
             );
             return Box::pin(async move { Err(DispatchError::PlanMismatch { expected, found }) });
         }
-        if request.scope.plan_fingerprint() != &*self.header.fingerprint {
+        if !same(
+            request.scope.plan_fingerprint_arc(),
+            &self.header.fingerprint,
+        ) {
             let (expected, found) = (
                 self.header.fingerprint.to_string(),
                 request.scope.plan_fingerprint().to_owned(),
@@ -415,6 +423,9 @@ impl StaticToolPlanSource {
     /// # Ok::<(), agent_core::stage::DispatcherError>(())
     /// ```
     pub fn from_dispatcher<D: ToolDispatcher + 'static>(dispatcher: D) -> Self {
+        if let Some(core) = shared_empty_core(&dispatcher) {
+            return StaticToolPlanSource { core };
+        }
         StaticToolPlanSource {
             core: Arc::new(LeaseCore::new(dispatcher, None)),
         }
@@ -432,6 +443,20 @@ impl StaticToolPlanSource {
             release: None,
         }
     }
+}
+
+/// The one core of every static plan over a [`Dispatcher`] without tools, when `dispatcher`
+/// is one. Such a plan has the same id, fingerprint and (empty) definitions wherever it is
+/// built, and dispatches nothing, so engines of text-only agents share it instead of
+/// allocating their own.
+fn shared_empty_core(dispatcher: &dyn std::any::Any) -> Option<Arc<dyn PlanCore>> {
+    static EMPTY: OnceLock<Arc<dyn PlanCore>> = OnceLock::new();
+    let dispatcher = dispatcher.downcast_ref::<Dispatcher>()?;
+    if !dispatcher.is_empty() {
+        return None;
+    }
+    let core = EMPTY.get_or_init(|| Arc::new(LeaseCore::new(Dispatcher::empty(), None)));
+    Some(Arc::clone(core))
 }
 
 /// The tool plans an engine leases from: a [`StaticToolPlanSource`], held directly, or any
