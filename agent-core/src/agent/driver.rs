@@ -412,14 +412,41 @@ async fn boundary(
 }
 
 /// One turn; `Ok(true)` when the model answered without tool calls.
+///
+/// The model's half and the tool round are futures of their own, awaited one after the
+/// other, so the run's task holds the larger of the two instead of both halves' locals
+/// around the tool round.
 async fn run_turn(
     shared: &Arc<RunShared>,
     state: &mut LoopState,
     turn: u32,
 ) -> Result<bool, RunError> {
+    let Response { text, calls, .. } = model_turn(shared, state, turn).await?;
+    if calls.is_empty() {
+        if !text.is_empty() {
+            let answer = Message::new(Role::Assistant, text_parts(&text))
+                .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
+            state.push(answer)?;
+        }
+        state.answer = text;
+        return Ok(true);
+    }
+    tool_round(shared, state, turn, text, calls).await?;
+    Ok(false)
+}
+
+/// Settles what a resumed run left open, then asks the model and records its answer's
+/// usage.
+async fn model_turn(
+    shared: &Arc<RunShared>,
+    state: &mut LoopState,
+    turn: u32,
+) -> Result<Response, RunError> {
     if !state.pending.is_empty() {
         // Finish the interrupted round first; the model then sees every result this turn.
-        settle(shared, state, turn).await?;
+        // Boxed: only a resumed run with open calls settles, and inline its future would
+        // grow every run's task.
+        Box::pin(settle(shared, state, turn)).await?;
     }
     let request = ModelRequest::from_checked_parts(
         concat_arc(&[
@@ -479,17 +506,17 @@ async fn run_turn(
         output_tokens: response.usage.output_tokens,
     };
     shared.emit(completed, true).await.map_err(failure_for)?;
+    Ok(response)
+}
 
-    let Response { text, calls, .. } = response;
-    if calls.is_empty() {
-        if !text.is_empty() {
-            let answer = Message::new(Role::Assistant, text_parts(&text))
-                .map_err(|e| RunError::with(FailureCode::ModelProtocol, e))?;
-            state.push(answer)?;
-        }
-        state.answer = text;
-        return Ok(true);
-    }
+/// Records the model's request (its text and calls) in history and runs the calls in order.
+async fn tool_round(
+    shared: &Arc<RunShared>,
+    state: &mut LoopState,
+    turn: u32,
+    text: String,
+    calls: Vec<Call>,
+) -> Result<(), RunError> {
     check_call_ids(&state.history, &calls)?;
     // The round refers to the calls where the request message keeps them.
     let message = state.history.len();
@@ -517,7 +544,7 @@ async fn run_turn(
         run_call(shared, state, turn, index).await?;
     }
     state.round.clear();
-    Ok(false)
+    Ok(())
 }
 
 /// `text` as parts of at most [`MAX_TEXT_BYTES`](crate::message::MAX_TEXT_BYTES) each (a
@@ -815,16 +842,19 @@ async fn run_call(
 }
 
 /// Closes a started call with `tool.failed`, detached and best effort: what the run does
-/// next (its failure, or the model's problem result) does not depend on this event.
-async fn emit_tool_failed(
+/// next (its failure, or the model's problem result) does not depend on this event. Boxed:
+/// it is only awaited on a failure, and inline it would grow every run's task by its size.
+fn emit_tool_failed(
     shared: &RunShared,
     call_id: String,
     name: String,
     code: FailureCode,
     execution: Option<(ExecutionState, RetryDisposition)>,
-) {
+) -> crate::future::BoxFuture<'_, ()> {
     let failed = Event::ToolFailed(ToolFailed::new(call_id, name, code, execution));
-    let _ = shared.emit(failed, true).await;
+    Box::pin(async move {
+        let _ = shared.emit(failed, true).await;
+    })
 }
 
 /// Finishes the tool round a resumed snapshot left open: runs what may run, and tells the
