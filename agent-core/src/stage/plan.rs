@@ -252,7 +252,7 @@ impl<D: ToolDispatcher> ToolDispatcher for LeaseCore<D> {
 /// A leased tool plan: its id and fingerprint, defensive copies of its definitions, and a
 /// dispatcher that rejects any dispatch whose scope names another plan.
 pub struct ToolPlanLease {
-    core: Arc<dyn PlanCore>,
+    core: CoreRef,
     /// `None` for leases whose release has nothing to do (static plans).
     release: Option<Arc<ReleaseState>>,
 }
@@ -267,7 +267,7 @@ impl ToolPlanLease {
     {
         let callback: ReleaseCallback = Box::new(move || Box::pin(release()));
         ToolPlanLease {
-            core: Arc::new(LeaseCore::new(dispatcher, Some(id))),
+            core: CoreRef::Own(Arc::new(LeaseCore::new(dispatcher, Some(id)))),
             release: Some(Arc::new(ReleaseState {
                 callback: Mutex::new(Some(callback)),
                 outcome: Mutex::new(None),
@@ -310,7 +310,7 @@ impl ToolPlanLease {
 
     /// The plan's dispatcher.
     pub fn dispatcher(&self) -> Arc<dyn ToolDispatcher> {
-        self.core.clone()
+        self.core.to_arc()
     }
 
     pub(crate) fn dispatcher_ref(&self) -> &dyn ToolDispatcher {
@@ -399,7 +399,7 @@ impl fmt::Debug for ToolPlanLease {
 /// ```
 #[derive(Clone)]
 pub struct StaticToolPlanSource {
-    core: Arc<dyn PlanCore>,
+    core: CoreRef,
 }
 
 impl StaticToolPlanSource {
@@ -408,7 +408,7 @@ impl StaticToolPlanSource {
     /// decorators: the plan itself freezes its definitions.
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
         Ok(StaticToolPlanSource {
-            core: Arc::new(LeaseCore::new(dispatcher, None)),
+            core: CoreRef::Own(Arc::new(LeaseCore::new(dispatcher, None))),
         })
     }
 
@@ -424,10 +424,12 @@ impl StaticToolPlanSource {
     /// ```
     pub fn from_dispatcher<D: ToolDispatcher + 'static>(dispatcher: D) -> Self {
         if let Some(core) = shared_empty_core(&dispatcher) {
-            return StaticToolPlanSource { core };
+            return StaticToolPlanSource {
+                core: CoreRef::Empty(core),
+            };
         }
         StaticToolPlanSource {
-            core: Arc::new(LeaseCore::new(dispatcher, None)),
+            core: CoreRef::Own(Arc::new(LeaseCore::new(dispatcher, None))),
         }
     }
 
@@ -449,14 +451,43 @@ impl StaticToolPlanSource {
 /// is one. Such a plan has the same id, fingerprint and (empty) definitions wherever it is
 /// built, and dispatches nothing, so engines of text-only agents share it instead of
 /// allocating their own.
-fn shared_empty_core(dispatcher: &dyn std::any::Any) -> Option<Arc<dyn PlanCore>> {
+fn shared_empty_core(dispatcher: &dyn std::any::Any) -> Option<&'static Arc<dyn PlanCore>> {
     static EMPTY: OnceLock<Arc<dyn PlanCore>> = OnceLock::new();
     let dispatcher = dispatcher.downcast_ref::<Dispatcher>()?;
     if !dispatcher.is_empty() {
         return None;
     }
-    let core = EMPTY.get_or_init(|| Arc::new(LeaseCore::new(Dispatcher::empty(), None)));
-    Some(Arc::clone(core))
+    Some(EMPTY.get_or_init(|| Arc::new(LeaseCore::new(Dispatcher::empty(), None))))
+}
+
+/// Where a plan's core lives: the process-wide empty one, shared without touching a
+/// reference count (a text-only engine and each of its runs would otherwise pay two atomic
+/// operations), or the plan's own.
+#[derive(Clone)]
+enum CoreRef {
+    Empty(&'static Arc<dyn PlanCore>),
+    Own(Arc<dyn PlanCore>),
+}
+
+impl CoreRef {
+    /// A counted handle, for callers that keep the dispatcher.
+    fn to_arc(&self) -> Arc<dyn PlanCore> {
+        match self {
+            CoreRef::Empty(core) => Arc::clone(core),
+            CoreRef::Own(core) => Arc::clone(core),
+        }
+    }
+}
+
+impl std::ops::Deref for CoreRef {
+    type Target = dyn PlanCore;
+
+    fn deref(&self) -> &Self::Target {
+        match self {
+            CoreRef::Empty(core) => &***core,
+            CoreRef::Own(core) => &**core,
+        }
+    }
 }
 
 /// The tool plans an engine leases from: a [`StaticToolPlanSource`], held directly, or any
