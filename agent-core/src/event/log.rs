@@ -404,14 +404,18 @@ impl EventLog {
     }
 
     fn append_locked(&self, inner: &mut Inner, envelope: Envelope) -> Result<(), LogError> {
-        if !inner.closed && envelope.run_id() != &*self.run_id {
+        // The order of the refusals: closed, another run, a number out of order (unless
+        // the numbers are exhausted, which `admit` reports), then the bounds.
+        if inner.closed {
+            return Err(LogError::Closed);
+        }
+        if envelope.run_id() != &*self.run_id {
             return Err(LogError::RunMismatch {
                 expected: self.run_id.to_string(),
                 found: envelope.run_id().to_owned(),
             });
         }
-        if !inner.closed
-            && let Some(expected) = inner.last.checked_add(1)
+        if let Some(expected) = inner.last.checked_add(1)
             && envelope.sequence() != expected
         {
             return Err(LogError::OutOfOrder {
