@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::future::BoxFuture;
 use crate::message::Message;
-use crate::text::check_token;
+use crate::text::{ShortText, check_token};
 use crate::tool::{Call, Definition, MAX_NOTE_BYTES, bounded_note};
 
 /// Longest model name, in bytes.
@@ -78,7 +78,7 @@ fn valid_token(value: &str, max: usize) -> bool {
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelRequest {
-    operation_id: Arc<str>,
+    operation_id: ShortText,
     model: Arc<str>,
     messages: Arc<Vec<Message>>,
     tools: Arc<[Definition]>,
@@ -92,7 +92,7 @@ impl ModelRequest {
         messages: Vec<Message>,
     ) -> Result<Self, RequestError> {
         let request = ModelRequest {
-            operation_id: operation_id.into(),
+            operation_id: ShortText::from(operation_id.into()),
             model: model.into(),
             messages: Arc::new(messages),
             tools: Arc::from([]),
@@ -111,7 +111,7 @@ impl ModelRequest {
     /// Builds a request from parts the engine already validated incrementally (history
     /// bounds are tracked as messages are appended; the plan's tools are unique).
     pub(crate) fn from_checked_parts(
-        operation_id: Arc<str>,
+        operation_id: ShortText,
         model: Arc<str>,
         messages: Arc<Vec<Message>>,
         tools: Arc<[Definition]>,
@@ -125,7 +125,7 @@ impl ModelRequest {
     }
 
     fn validate(&self) -> Result<(), RequestError> {
-        if !valid_token(&self.operation_id, MAX_OPERATION_ID_BYTES) {
+        if !valid_token(self.operation_id.as_str(), MAX_OPERATION_ID_BYTES) {
             return Err(RequestError::OperationId);
         }
         if !valid_token(&self.model, MAX_MODEL_BYTES) {
@@ -143,7 +143,7 @@ impl ModelRequest {
 
     /// Identifies this operation (the engine uses `<run id>/model/<turn>`).
     pub fn operation_id(&self) -> &str {
-        &self.operation_id
+        self.operation_id.as_str()
     }
 
     /// The model to ask; authoritative.

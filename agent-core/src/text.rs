@@ -37,6 +37,73 @@ pub(crate) fn concat_arc(parts: &[&str]) -> Arc<str> {
     }
 }
 
+/// The longest text [`ShortText`] keeps inline: a default run id (`run-` and up to 20
+/// digits), `/model/` and a turn (up to 10 digits) fit.
+pub(crate) const SHORT_TEXT_BYTES: usize = 46;
+
+/// A string kept inline when it is short and shared otherwise: an id the kernel makes for
+/// every turn (`<run>/model/<turn>`) then costs no allocation, while a long one (from a
+/// custom id source) or one a caller already shares stays one reference count.
+#[derive(Clone)]
+pub(crate) enum ShortText {
+    Inline {
+        len: u8,
+        bytes: [u8; SHORT_TEXT_BYTES],
+    },
+    Shared(Arc<str>),
+}
+
+impl ShortText {
+    /// Joins `parts`, inline when they fit.
+    pub(crate) fn join(parts: &[&str]) -> Self {
+        let len: usize = parts.iter().map(|part| part.len()).sum();
+        let Ok(short) = u8::try_from(len) else {
+            return ShortText::Shared(concat_arc(parts));
+        };
+        if len > SHORT_TEXT_BYTES {
+            return ShortText::Shared(concat_arc(parts));
+        }
+        let mut bytes = [0u8; SHORT_TEXT_BYTES];
+        let mut end = 0;
+        for part in parts {
+            bytes[end..end + part.len()].copy_from_slice(part.as_bytes());
+            end += part.len();
+        }
+        ShortText::Inline { len: short, bytes }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // Only ever a concatenation of `str`s, so the check never fails; the check is
+            // the price of `forbid(unsafe_code)`.
+            ShortText::Inline { len, bytes } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            ShortText::Shared(text) => text,
+        }
+    }
+}
+
+impl From<Arc<str>> for ShortText {
+    fn from(text: Arc<str>) -> Self {
+        ShortText::Shared(text)
+    }
+}
+
+impl PartialEq for ShortText {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for ShortText {}
+
+impl fmt::Debug for ShortText {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
 /// Whether two shared strings are equal, settled by their pointers when they share one
 /// allocation (as the kernel's own copies of an id or fingerprint do).
 pub(crate) fn same_text(a: &Arc<str>, b: &Arc<str>) -> bool {
@@ -135,6 +202,27 @@ mod tests {
             &*concat_arc(&[&long, "/model/", "3"]),
             format!("{long}/model/3")
         );
+    }
+
+    #[test]
+    fn short_text_is_inline_up_to_its_bound_and_shared_past_it() {
+        let fits = "r".repeat(SHORT_TEXT_BYTES - 2);
+        let joined = ShortText::join(&[&fits, "/", "7"]);
+        assert!(matches!(joined, ShortText::Inline { .. }));
+        assert_eq!(joined.as_str(), format!("{fits}/7"));
+        let past = ShortText::join(&[&fits, "/", "17"]);
+        assert!(matches!(past, ShortText::Shared(_)));
+        assert_eq!(past.as_str(), format!("{fits}/17"));
+        assert_eq!(ShortText::join(&["é", "ü"]).as_str(), "éü");
+        assert_eq!(ShortText::join(&[]).as_str(), "");
+        let long = "x".repeat(300);
+        assert_eq!(ShortText::join(&[&long]).as_str(), long);
+        // Equality and debug output are the text's, however it is held.
+        assert_eq!(
+            ShortText::join(&["run-1/model/1"]),
+            ShortText::from(Arc::<str>::from("run-1/model/1"))
+        );
+        assert_eq!(format!("{:?}", ShortText::join(&["a"])), "\"a\"");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::definition::AgentDefinition;
 use super::identity::PlanIdentity;
 use super::inner::EngineInner;
-use super::ledger::Release;
+use super::ledger::{LedgerKey, Release};
 use super::release::release_bounded;
 use super::run::{EmitError, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
@@ -22,10 +22,9 @@ use crate::model::{
     MAX_REQUEST_BYTES, MAX_TEXT_DELTA_BYTES, ModelRequest, StreamEvent, Usage,
 };
 use crate::panic::{CatchUnwind, contained};
-use crate::run_id::RunId;
 use crate::stage::ToolPlanLease;
 use crate::stage::{ContractViolation, DispatchError, DispatchRequest, DispatchScope};
-use crate::text::{Decimal, concat_arc};
+use crate::text::{Decimal, ShortText};
 use crate::tool::{Call, Effect, ExecutionState, RetryDisposition, ToolFacts};
 use std::collections::BTreeSet;
 use tokio_util::sync::CancellationToken;
@@ -43,7 +42,7 @@ pub(crate) enum Start {
 pub(crate) fn launch(
     runtime: &tokio::runtime::Handle,
     engine: Arc<EngineInner>,
-    id: RunId,
+    key: LedgerKey,
     (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
     log: EventLog,
     cancel: CancellationToken,
@@ -60,14 +59,18 @@ pub(crate) fn launch(
     };
     let shared = RunShared::new(
         engine,
-        id,
+        key,
         (lease, identity),
         log,
         cancel,
         agent,
         interaction_ids,
     );
-    runtime.spawn(drive(shared.clone(), loop_state));
+    // The task holds the driver boxed: tokio's task cell is cache-line aligned, so the
+    // allocator serves it by `memalign`, and moves it whole on every stage change; a small
+    // cell and a box the allocator's per-thread cache serves are both cheaper than one
+    // large cell.
+    runtime.spawn(Box::pin(drive(shared.clone(), loop_state)));
     Run::new(shared)
 }
 
@@ -293,15 +296,24 @@ impl Drop for StreamGuard {
 }
 
 /// The run task: the loop, then finalization, whatever happened.
-pub(crate) async fn drive(shared: Arc<RunShared>, mut state: LoopState) {
-    let result = {
-        let run = std::pin::pin!(run_loop(&shared, &mut state));
-        match CatchUnwind::new(run).await {
-            Ok(result) => result,
-            Err(_) => Err(RunError::new(FailureCode::Panicked)),
-        }
-    };
-    finalize(&shared, state, result).await;
+///
+/// An `async` block rather than an `async fn`: a function's parameters would be kept twice
+/// in the future (as captured and as moved-in locals), the block's captures once.
+#[expect(clippy::manual_async_fn, reason = "the block keeps the loop state once")]
+pub(crate) fn drive(
+    shared: Arc<RunShared>,
+    mut state: LoopState,
+) -> impl Future<Output = ()> + Send + 'static {
+    async move {
+        let result = {
+            let run = std::pin::pin!(run_loop(&shared, &mut state));
+            match CatchUnwind::new(run).await {
+                Ok(result) => result,
+                Err(_) => Err(RunError::new(FailureCode::Panicked)),
+            }
+        };
+        finalize(&shared, state, result).await;
+    }
 }
 
 /// The terminal classification comes from the run's own token only.
@@ -431,7 +443,9 @@ async fn run_turn(
         state.answer = text;
         return Ok(true);
     }
-    tool_round(shared, state, turn, text, calls).await?;
+    // Boxed: only a turn with calls has a round, and inline its future would grow every
+    // run's task by the size of a tool call's.
+    Box::pin(tool_round(shared, state, turn, text, calls)).await?;
     Ok(false)
 }
 
@@ -448,16 +462,6 @@ async fn model_turn(
         // grow every run's task.
         Box::pin(settle(shared, state, turn)).await?;
     }
-    let request = ModelRequest::from_checked_parts(
-        concat_arc(&[
-            shared.id.as_str(),
-            "/model/",
-            Decimal::new(u64::from(turn)).as_str(),
-        ]),
-        shared.agent.model.clone(),
-        state.history.clone(),
-        shared.lease.definitions_arc().clone(),
-    );
     if let Err(error) = shared.emit(Event::ModelStarted { turn }, false).await {
         let committed = error.committed();
         let failure = classify(shared, failure_for(error));
@@ -471,6 +475,18 @@ async fn model_turn(
         }
         return Err(failure);
     }
+    // Built after `model.started` and handed to the provider before the operation's first
+    // await, so no future of the turn holds the request.
+    let request = ModelRequest::from_checked_parts(
+        ShortText::join(&[
+            shared.id().as_str(),
+            "/model/",
+            Decimal::new(u64::from(turn)).as_str(),
+        ]),
+        shared.agent.model.clone(),
+        state.history.clone(),
+        shared.lease.definitions_arc().clone(),
+    );
     let response = match model_operation(shared, request).await {
         Ok(response) => response,
         Err(failure) => {
@@ -583,14 +599,27 @@ fn check_call_ids(history: &[Message], calls: &[Call]) -> Result<(), RunError> {
 }
 
 /// Asks the provider and consumes its stream, racing the run's token at every await.
-async fn model_operation(
+///
+/// The provider is called when the operation is created (the caller awaits it at once), so
+/// the operation's future holds the provider's future, not the request too.
+fn model_operation(
     shared: &RunShared,
     request: ModelRequest,
+) -> impl Future<Output = Result<Response, ModelFailure>> + Send + '_ {
+    let provider = &*shared.engine.provider;
+    let start = contained(|| provider.stream(request));
+    async move {
+        let start = start.map_err(|_| ModelFailure::panicked(false))?;
+        consume(shared, start).await
+    }
+}
+
+/// The rest of [`model_operation`]: awaits the provider's stream and reads it to its end.
+async fn consume(
+    shared: &RunShared,
+    start: crate::future::BoxFuture<'_, Result<Box<dyn EventStream>, crate::model::ProviderError>>,
 ) -> Result<Response, ModelFailure> {
     let cancel = &shared.cancel;
-    let provider = &*shared.engine.provider;
-    let start =
-        contained(|| provider.stream(request)).map_err(|_| ModelFailure::panicked(false))?;
     let stream = match unless_cancelled(&mut CatchUnwind::new(start), cancel).await {
         Some(Ok(Ok(stream))) => stream,
         Some(Ok(Err(error))) => {
@@ -699,7 +728,7 @@ async fn run_call(
     // Built before `tool.started`, so nothing can fail between a committed start and the
     // dispatch.
     let scope = DispatchScope::of_run(
-        shared.id.clone(),
+        shared.id().clone(),
         turn,
         shared.lease.id().clone(),
         shared.lease.fingerprint_arc().clone(),
@@ -981,6 +1010,6 @@ async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), 
     shared.log.close();
     // Forget the run before publishing its outcome, so a caller that saw the outcome never
     // finds the id still taken.
-    shared.engine.unregister(&shared.id, Release::Retire);
+    shared.engine.unregister(&shared.key, Release::Retire);
     shared.finish(output, data);
 }

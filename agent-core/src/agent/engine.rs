@@ -11,7 +11,7 @@ use super::driver::{self, Start};
 use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::{AtomicIdSource, IdSource, Ids, RUN_PREFIX};
 use super::inner::{EngineInner, Registry};
-use super::ledger::{Refusal, Release, RetireError};
+use super::ledger::{LedgerKey, Refusal, Release, RetireError};
 use super::options::{EngineError, EngineOptions};
 use super::release::{release_bounded, release_in_background, release_quietly};
 use super::run::Run;
@@ -245,6 +245,17 @@ impl Engine {
         agent: &AgentDefinition,
         input: Message,
     ) -> Result<PreparedRun, StartError> {
+        Ok(PreparedRun {
+            state: Some(self.prepare_fresh(agent, input).await?),
+        })
+    }
+
+    /// What [`prepare`](Self::prepare) holds, without the handle around it.
+    async fn prepare_fresh(
+        &self,
+        agent: &AgentDefinition,
+        input: Message,
+    ) -> Result<Prepared, StartError> {
         // A definition is checked when it is built (or decoded) and cannot change after.
         debug_assert!(agent.validate().is_ok());
         if input.role() != Role::User {
@@ -256,17 +267,21 @@ impl Engine {
         let lease = self.lease(None).await?;
         let identity = self.inner.plan_identity_for(&lease);
         let id = self.inner.ids.next_id(RUN_PREFIX);
-        let prepared = self.reserve(id, Release::Retire, lease, identity, EventLog::new)?;
-        Ok(prepared.with_start(Start::Fresh {
+        let start = Start::Fresh {
             agent: agent.clone(),
             input,
-        }))
+        };
+        self.reserve(id, Release::Retire, (lease, identity), EventLog::new, start)
     }
 
     /// [`prepare`](Self::prepare) then [`commit`](PreparedRun::commit) under a fresh root:
     /// cancel the run with [`Run::cancel`].
     pub async fn start(&self, agent: &AgentDefinition, input: Message) -> Result<Run, StartError> {
-        self.prepare(agent, input).await?.commit_owned_root()
+        // The same steps without the two handles in between: each would move the run's
+        // parts once more.
+        self.prepare_fresh(agent, input)
+            .await?
+            .launch(CancellationToken::new())
     }
 
     /// Prepares a run that continues `snapshot` (suspended, failed or cancelled) under its
@@ -280,6 +295,13 @@ impl Engine {
     /// that never started run, uncertain and replay-unsafe ones are reported to the model as
     /// problems and never run again.
     pub async fn prepare_resume(&self, snapshot: Snapshot) -> Result<PreparedRun, StartError> {
+        Ok(PreparedRun {
+            state: Some(self.prepare_import(snapshot).await?),
+        })
+    }
+
+    /// What [`prepare_resume`](Self::prepare_resume) holds, without the handle around it.
+    async fn prepare_import(&self, snapshot: Snapshot) -> Result<Prepared, StartError> {
         snapshot.validate()?;
         if snapshot.status() == SnapshotStatus::Completed {
             return Err(StartError::NotResumable);
@@ -320,15 +342,16 @@ impl Engine {
         }
         let id: Arc<str> = Arc::from(snapshot.run_id());
         let last = snapshot.last_sequence();
-        let prepared = self.reserve(id, Release::Forget, lease, identity, |id, limits| {
-            EventLog::after(id, last, limits)
-        })?;
-        Ok(prepared.with_start(Start::Resumed(Box::new(snapshot))))
+        let log = |id, limits| EventLog::after(id, last, limits);
+        let start = Start::Resumed(Box::new(snapshot));
+        self.reserve(id, Release::Forget, (lease, identity), log, start)
     }
 
     /// [`prepare_resume`](Self::prepare_resume) then commit under a fresh root.
     pub async fn resume(&self, snapshot: Snapshot) -> Result<Run, StartError> {
-        self.prepare_resume(snapshot).await?.commit_owned_root()
+        self.prepare_import(snapshot)
+            .await?
+            .launch(CancellationToken::new())
     }
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
@@ -359,23 +382,25 @@ impl Engine {
         &self,
         id: Arc<str>,
         release: Release,
-        lease: ToolPlanLease,
-        identity: Arc<PlanIdentity>,
+        (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
         log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
-    ) -> Result<PreparedRun, StartError> {
+        start: Start,
+    ) -> Result<Prepared, StartError> {
         let reserved = match RunId::new(id) {
             Err(_) => Err(StartError::RunId),
             Ok(id) => {
                 let counted = self.inner.ids.counted(id.as_str());
                 let import = release == Release::Forget;
                 let mut registry = self.inner.registry();
+                let key = registry.ledger.key(id, counted);
+                let id = key.id();
                 let refusal = if registry.closed {
                     Some(StartError::Closed)
-                } else if import && registry.ledger.is_retired(&id, counted) {
+                } else if import && registry.ledger.is_retired(&key) {
                     // The counter handed this id out here and it is not live: it is used.
                     Some(StartError::RetiredRun(id.to_string()))
                 } else {
-                    match registry.ledger.reserve(&id, counted) {
+                    match registry.ledger.reserve(&key) {
                         Ok(()) => None,
                         Err(Refusal::Live) => Some(StartError::DuplicateRun(id.to_string())),
                         Err(Refusal::Retired) => Some(StartError::RetiredRun(id.to_string())),
@@ -383,32 +408,30 @@ impl Engine {
                     }
                 };
                 match refusal {
-                    None => Ok(id),
+                    None => Ok(key),
                     Some(refusal) => Err(refusal),
                 }
             }
         };
-        let id = match reserved {
-            Ok(id) => id,
+        let key = match reserved {
+            Ok(key) => key,
             Err(failure) => {
                 release_in_background(lease, self.inner.options.finalization_timeout);
                 return Err(failure);
             }
         };
-        match log(Arc::clone(id.as_arc()), self.inner.options.log_limits) {
-            Ok(log) => Ok(PreparedRun {
-                state: Some(Prepared {
-                    engine: self.inner.clone(),
-                    id,
-                    release,
-                    lease,
-                    identity,
-                    log,
-                    start: None,
-                }),
+        match log(Arc::clone(key.id().as_arc()), self.inner.options.log_limits) {
+            Ok(log) => Ok(Prepared {
+                engine: self.inner.clone(),
+                key,
+                release,
+                lease,
+                identity,
+                log,
+                start,
             }),
             Err(error) => {
-                self.inner.unregister(&id, release);
+                self.inner.unregister(&key, release);
                 release_in_background(lease, self.inner.options.finalization_timeout);
                 Err(error.into())
             }
@@ -485,7 +508,9 @@ impl Engine {
     /// # }
     /// ```
     pub fn live_run_ids(&self) -> Vec<RunId> {
-        let mut ids: Vec<RunId> = self.inner.registry().ledger.live.keys().cloned().collect();
+        let mut ids: Vec<RunId> = (self.inner.registry().ledger.live.keys())
+            .map(|key| key.id().clone())
+            .collect();
         ids.sort();
         ids
     }
@@ -514,41 +539,88 @@ impl Engine {
     /// ```
     pub fn retire(&self, id: &RunId) -> Result<(), RetireError> {
         let counted = self.inner.ids.counted(id.as_str());
-        self.inner.registry().ledger.retire(id, counted)
+        let mut registry = self.inner.registry();
+        let key = registry.ledger.key(id.clone(), counted);
+        registry.ledger.retire(&key)
     }
 
     /// Whether `id` was used by this engine and is not live: a fresh run never takes it and
     /// an import naming it is refused.
     pub fn is_retired(&self, id: &RunId) -> bool {
         let counted = self.inner.ids.counted(id.as_str());
-        self.inner.registry().ledger.is_retired(id, counted)
+        let registry = self.inner.registry();
+        registry
+            .ledger
+            .is_retired(&registry.ledger.key(id.clone(), counted))
     }
 }
 
 struct Prepared {
     engine: Arc<EngineInner>,
-    id: RunId,
+    /// The run's id, as the ledger filed it.
+    key: LedgerKey,
     /// What an abort does with the id.
     release: Release,
     lease: ToolPlanLease,
     identity: Arc<PlanIdentity>,
     log: EventLog,
-    start: Option<Start>,
+    start: Start,
 }
 
 impl Prepared {
+    /// Files the run's cancellation with the ledger (so an engine shutdown reaches it) and
+    /// names the runtime its task will run on; nothing runs yet. On an error the caller
+    /// aborts.
+    fn file(&self, cancel: &CancellationToken) -> Result<tokio::runtime::Handle, StartError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return Err(StartError::NoRuntime);
+        };
+        let mut registry = self.engine.registry();
+        if registry.closed {
+            return Err(StartError::Closed);
+        }
+        if let Some(slot) = registry.ledger.live.get_mut(&self.key) {
+            *slot = Some(cancel.clone());
+        }
+        Ok(runtime)
+    }
+
+    /// Files the run under `cancel` and starts its task at once.
+    fn launch(self, cancel: CancellationToken) -> Result<Run, StartError> {
+        match self.file(&cancel) {
+            Ok(runtime) => Ok(self.run(&runtime, cancel)),
+            Err(error) => {
+                self.abort_in_background();
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts the task of a filed run.
+    fn run(self, runtime: &tokio::runtime::Handle, cancel: CancellationToken) -> Run {
+        driver::launch(
+            runtime,
+            self.engine,
+            self.key,
+            (self.lease, self.identity),
+            self.log,
+            cancel,
+            self.start,
+        )
+    }
+
     /// Releases what was acquired, in the background: closes the log, ends the id and
     /// releases the lease (bounded by the finalization timeout).
     fn abort_in_background(self) {
         self.log.close();
-        self.engine.unregister(&self.id, self.release);
+        self.engine.unregister(&self.key, self.release);
         release_in_background(self.lease, self.engine.options.finalization_timeout);
     }
 
     /// The same, waiting for the lease release.
     async fn abort(self) -> Result<(), ReleaseError> {
         self.log.close();
-        self.engine.unregister(&self.id, self.release);
+        self.engine.unregister(&self.key, self.release);
         release_bounded(&self.lease, self.engine.options.finalization_timeout).await
     }
 }
@@ -564,22 +636,15 @@ pub struct PreparedRun {
 impl fmt::Debug for PreparedRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedRun")
-            .field("run_id", &self.state.as_ref().map(|s| s.id.as_str()))
+            .field("run_id", &self.state.as_ref().map(|s| s.key.id().as_str()))
             .finish_non_exhaustive()
     }
 }
 
 impl PreparedRun {
-    fn with_start(mut self, start: Start) -> Self {
-        if let Some(state) = &mut self.state {
-            state.start = Some(start);
-        }
-        self
-    }
-
     /// The run's id.
     pub fn run_id(&self) -> &str {
-        self.state.as_ref().map_or("", |s| s.id.as_str())
+        self.state.as_ref().map_or("", |s| s.key.id().as_str())
     }
 
     /// Starts the run under a child of `root`: cancelling `root` (or calling
@@ -627,43 +692,23 @@ impl PreparedRun {
         self.commit_paused_with(root.child_token())
     }
 
-    fn commit_owned_root(self) -> Result<Run, StartError> {
-        Ok(self
-            .commit_paused_with(CancellationToken::new())?
-            .activate())
-    }
-
     fn commit_paused_with(mut self, cancel: CancellationToken) -> Result<PausedRun, StartError> {
-        let Some(mut state) = self.state.take() else {
+        let Some(state) = self.state.take() else {
             return Err(StartError::Closed);
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            state.abort_in_background();
-            return Err(StartError::NoRuntime);
-        };
-        let Some(start) = state.start.take() else {
-            state.abort_in_background();
-            return Err(StartError::Closed);
-        };
-        {
-            let mut registry = state.engine.registry();
-            if registry.closed {
-                drop(registry);
+        match state.file(&cancel) {
+            Ok(runtime) => Ok(PausedRun {
+                state: Some(Paused {
+                    prepared: state,
+                    cancel,
+                    runtime,
+                }),
+            }),
+            Err(error) => {
                 state.abort_in_background();
-                return Err(StartError::Closed);
-            }
-            if let Some(slot) = registry.ledger.live.get_mut(&state.id) {
-                *slot = Some(cancel.clone());
+                Err(error)
             }
         }
-        Ok(PausedRun {
-            state: Some(Paused {
-                prepared: state,
-                start,
-                cancel,
-                runtime,
-            }),
-        })
     }
 
     /// Releases the lease (bounded by the finalization timeout), ends the id (a fresh run's
@@ -693,7 +738,6 @@ impl Drop for PreparedRun {
 
 struct Paused {
     prepared: Prepared,
-    start: Start,
     cancel: CancellationToken,
     runtime: tokio::runtime::Handle,
 }
@@ -717,7 +761,9 @@ impl fmt::Debug for PausedRun {
 impl PausedRun {
     /// The run's id.
     pub fn run_id(&self) -> &str {
-        self.state.as_ref().map_or("", |s| s.prepared.id.as_str())
+        self.state
+            .as_ref()
+            .map_or("", |s| s.prepared.key.id().as_str())
     }
 
     /// Whether a cancellation (of the root, or by an engine shutdown) is latched: the run
@@ -732,22 +778,13 @@ impl PausedRun {
     pub fn activate(mut self) -> Run {
         let Some(Paused {
             prepared,
-            start,
             cancel,
             runtime,
         }) = self.state.take()
         else {
             unreachable!("a paused run is activated or aborted once, by value")
         };
-        driver::launch(
-            &runtime,
-            prepared.engine,
-            prepared.id,
-            (prepared.lease, prepared.identity),
-            prepared.log,
-            cancel,
-            start,
-        )
+        prepared.run(&runtime, cancel)
     }
 
     /// Never starts the run: releases the lease (bounded by the finalization timeout),

@@ -8,12 +8,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::Ids;
-use super::ledger::{Ledger, Release};
+use super::ledger::{Ledger, LedgerKey, Release};
 use super::options::EngineOptions;
 use crate::event::{Clock, Observer};
 use crate::interaction::{Broker, UnavailableBroker};
 use crate::model::ModelProvider;
-use crate::run_id::RunId;
 use crate::stage::{ToolPlanLease, ToolPlans};
 
 /// The engine's registry: the run-identity ledger (live runs with the tokens shutdown
@@ -90,10 +89,9 @@ impl EngineInner {
     }
 
     /// Ends a live id: a run that ended or was aborted.
-    pub(crate) fn unregister(&self, id: &RunId, release: Release) {
-        let counted = self.ids.counted(id.as_str());
+    pub(crate) fn unregister(&self, key: &LedgerKey, release: Release) {
         let mut registry = self.registry();
-        registry.ledger.release(id, release, counted);
+        registry.ledger.release(key, release);
         // Only `close` and `shutdown` wait for the registry to drain, and they mark it
         // closed first.
         let wake = registry.closed && registry.drained();

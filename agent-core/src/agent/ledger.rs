@@ -13,8 +13,9 @@
 //!
 //! [`Engine::retire`]: super::Engine::retire
 
-use std::collections::hash_map::Entry;
+use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 
 use tokio_util::sync::CancellationToken;
 
@@ -55,57 +56,121 @@ pub(crate) enum Release {
     Forget,
 }
 
+/// A run id as the ledger files it: hashed once, with the ledger's keyed hasher (ids also
+/// arrive from custom sources and imports, so the hash stays keyed), and whether the
+/// engine's own counter issued it. A run keeps its key, so committing and ending it look the
+/// id up without hashing or parsing it again.
+#[derive(Debug, Clone)]
+pub(crate) struct LedgerKey {
+    hash: u64,
+    counted: bool,
+    id: RunId,
+}
+
+impl LedgerKey {
+    pub(crate) fn id(&self) -> &RunId {
+        &self.id
+    }
+}
+
+impl PartialEq for LedgerKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.id == other.id
+    }
+}
+
+impl Eq for LedgerKey {}
+
+impl Hash for LedgerKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Hands the ledger's maps the hash a [`LedgerKey`] already carries.
+#[derive(Default)]
+pub(super) struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Keys only ever write their `u64`; any other input still hashes (FNV-1a).
+        for byte in bytes {
+            self.0 = (self.0 ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+pub(super) type Filed = BuildHasherDefault<Prehashed>;
+
 /// The live runs (with the token shutdown cancels, once committed) and the retired ids.
 #[derive(Default)]
 pub(super) struct Ledger {
-    pub(super) live: HashMap<RunId, Option<CancellationToken>>,
-    retired: HashSet<RunId>,
+    hasher: RandomState,
+    pub(super) live: HashMap<LedgerKey, Option<CancellationToken>, Filed>,
+    retired: HashSet<LedgerKey, Filed>,
 }
 
 impl Ledger {
-    /// Reserves `id`; `counted` says whether the engine's own counter issued it (then it
+    /// The key of `id`; `counted` says whether the engine's own counter issued it (then it
     /// was never live or retired unless an import took it first).
-    pub(super) fn reserve(&mut self, id: &RunId, counted: bool) -> Result<(), Refusal> {
+    pub(super) fn key(&self, id: RunId, counted: bool) -> LedgerKey {
+        LedgerKey {
+            hash: self.hasher.hash_one(id.as_str()),
+            counted,
+            id,
+        }
+    }
+
+    /// Reserves `key`'s id.
+    pub(super) fn reserve(&mut self, key: &LedgerKey) -> Result<(), Refusal> {
         let recorded = self.recorded();
         // One lookup of the live set for both the check and the insertion.
-        let Entry::Vacant(slot) = self.live.entry(id.clone()) else {
+        let Entry::Vacant(slot) = self.live.entry(key.clone()) else {
             return Err(Refusal::Live);
         };
-        if self.retired.contains(id) {
+        if self.retired.contains(key) {
             return Err(Refusal::Retired);
         }
-        if !counted && recorded >= MAX_RECORDED_RUN_IDS {
+        if !key.counted && recorded >= MAX_RECORDED_RUN_IDS {
             return Err(Refusal::Capacity);
         }
         slot.insert(None);
         Ok(())
     }
 
-    /// Ends a live id; `counted` says whether the counter's high-water mark covers it.
-    pub(super) fn release(&mut self, id: &RunId, release: Release, counted: bool) {
-        if self.live.remove(id).is_some() && release == Release::Retire && !counted {
-            self.retired.insert(id.clone());
+    /// Ends a live id; one the counter issued needs no record, its high-water mark covers it.
+    pub(super) fn release(&mut self, key: &LedgerKey, release: Release) {
+        if self.live.remove(key).is_some() && release == Release::Retire && !key.counted {
+            self.retired.insert(key.clone());
         }
     }
 
     /// Retires an id that is not live; idempotent.
-    pub(super) fn retire(&mut self, id: &RunId, counted: bool) -> Result<(), RetireError> {
-        if self.live.contains_key(id) {
-            return Err(RetireError::Live(id.to_string()));
+    pub(super) fn retire(&mut self, key: &LedgerKey) -> Result<(), RetireError> {
+        if self.live.contains_key(key) {
+            return Err(RetireError::Live(key.id.to_string()));
         }
-        if counted || self.retired.contains(id) {
+        if key.counted || self.retired.contains(key) {
             return Ok(());
         }
         if self.recorded() >= MAX_RECORDED_RUN_IDS {
             return Err(RetireError::Capacity);
         }
-        self.retired.insert(id.clone());
+        self.retired.insert(key.clone());
         Ok(())
     }
 
-    /// Whether `id` is retired, given whether the counter issued it.
-    pub(super) fn is_retired(&self, id: &RunId, counted: bool) -> bool {
-        !self.live.contains_key(id) && (counted || self.retired.contains(id))
+    /// Whether `key`'s id is retired.
+    pub(super) fn is_retired(&self, key: &LedgerKey) -> bool {
+        !self.live.contains_key(key) && (key.counted || self.retired.contains(key))
     }
 
     /// Ids recorded one by one: every live id and the retired ones.
@@ -122,52 +187,58 @@ mod tests {
         RunId::new(format!("custom-{n}")).unwrap()
     }
 
+    /// The ledger's key of a custom id (not from the counter).
+    fn custom(ledger: &Ledger, n: usize) -> LedgerKey {
+        ledger.key(id(n), false)
+    }
+
     #[test]
     fn ids_are_live_then_retired_and_never_reserved_again() {
         let mut ledger = Ledger::default();
-        ledger.reserve(&id(1), false).unwrap();
-        assert_eq!(ledger.reserve(&id(1), false), Err(Refusal::Live));
+        ledger.reserve(&custom(&ledger, 1)).unwrap();
+        assert_eq!(ledger.reserve(&custom(&ledger, 1)), Err(Refusal::Live));
         assert_eq!(
-            ledger.retire(&id(1), false),
+            ledger.retire(&custom(&ledger, 1)),
             Err(RetireError::Live("custom-1".into()))
         );
-        ledger.release(&id(1), Release::Retire, false);
-        assert_eq!(ledger.reserve(&id(1), false), Err(Refusal::Retired));
-        assert!(ledger.is_retired(&id(1), false));
+        ledger.release(&custom(&ledger, 1), Release::Retire);
+        assert_eq!(ledger.reserve(&custom(&ledger, 1)), Err(Refusal::Retired));
+        assert!(ledger.is_retired(&custom(&ledger, 1)));
         // A forgotten import can be imported again.
-        ledger.reserve(&id(2), false).unwrap();
-        ledger.release(&id(2), Release::Forget, false);
-        assert!(!ledger.is_retired(&id(2), false));
-        ledger.reserve(&id(2), false).unwrap();
+        ledger.reserve(&custom(&ledger, 2)).unwrap();
+        ledger.release(&custom(&ledger, 2), Release::Forget);
+        assert!(!ledger.is_retired(&custom(&ledger, 2)));
+        ledger.reserve(&custom(&ledger, 2)).unwrap();
         // Counter ids cost no entry once retired.
-        let counted = RunId::new("run-1").unwrap();
-        ledger.reserve(&counted, true).unwrap();
-        ledger.release(&counted, Release::Retire, true);
+        let counted = ledger.key(RunId::new("run-1").unwrap(), true);
+        ledger.reserve(&counted).unwrap();
+        ledger.release(&counted, Release::Retire);
         assert_eq!(ledger.recorded(), 2);
-        assert!(ledger.is_retired(&counted, true));
-        assert_eq!(ledger.retire(&id(1), false), Ok(()), "idempotent");
+        assert!(ledger.is_retired(&counted));
+        assert_eq!(ledger.retire(&custom(&ledger, 1)), Ok(()), "idempotent");
     }
 
     #[test]
     fn the_ledger_records_at_most_its_bound() {
         let mut ledger = Ledger::default();
         for n in 0..MAX_RECORDED_RUN_IDS - 1 {
-            ledger.retire(&id(n), false).unwrap();
+            ledger.retire(&custom(&ledger, n)).unwrap();
         }
         // At the bound: the last one fits.
         ledger
-            .reserve(&id(MAX_RECORDED_RUN_IDS - 1), false)
+            .reserve(&custom(&ledger, MAX_RECORDED_RUN_IDS - 1))
             .unwrap();
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS);
         // Past it: refused, never forgotten.
-        let past = id(MAX_RECORDED_RUN_IDS);
-        assert_eq!(ledger.reserve(&past, false), Err(Refusal::Capacity));
-        assert_eq!(ledger.retire(&past, false), Err(RetireError::Capacity));
-        assert!(ledger.is_retired(&id(0), false));
+        let past = custom(&ledger, MAX_RECORDED_RUN_IDS);
+        assert_eq!(ledger.reserve(&past), Err(Refusal::Capacity));
+        assert_eq!(ledger.retire(&past), Err(RetireError::Capacity));
+        assert!(ledger.is_retired(&custom(&ledger, 0)));
         // Counter ids need no entry, so they are still served.
-        assert_eq!(ledger.reserve(&RunId::new("run-9").unwrap(), true), Ok(()));
+        let counted = ledger.key(RunId::new("run-9").unwrap(), true);
+        assert_eq!(ledger.reserve(&counted), Ok(()));
         // Retiring a live id moves its entry; the live counter id is the one above the bound.
-        ledger.release(&id(MAX_RECORDED_RUN_IDS - 1), Release::Retire, false);
+        ledger.release(&custom(&ledger, MAX_RECORDED_RUN_IDS - 1), Release::Retire);
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS + 1);
     }
 }

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::definition::AgentDefinition;
 use super::identity::PlanIdentity;
 use super::inner::EngineInner;
+use super::ledger::LedgerKey;
 use super::snapshot::{SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus, UnfinishedCall};
 use crate::event::{Event, EventLog, FailureCode, LogError, ObserverError};
 use crate::future::BoxFuture;
@@ -193,7 +194,8 @@ pub(crate) fn failure_for(error: EmitError) -> RunError {
 }
 
 pub(crate) struct RunShared {
-    pub(crate) id: RunId,
+    /// The run's id, as the engine's ledger filed it.
+    pub(crate) key: LedgerKey,
     pub(crate) engine: Arc<EngineInner>,
     pub(crate) cancel: CancellationToken,
     pub(crate) log: EventLog,
@@ -215,7 +217,7 @@ impl RunShared {
     /// the task that drives it.
     pub(crate) fn new(
         engine: Arc<EngineInner>,
-        id: RunId,
+        key: LedgerKey,
         (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
         log: EventLog,
         cancel: CancellationToken,
@@ -223,7 +225,7 @@ impl RunShared {
         interaction_ids: BTreeSet<String>,
     ) -> Arc<RunShared> {
         Arc::new(RunShared {
-            id,
+            key,
             engine,
             cancel,
             log,
@@ -274,6 +276,11 @@ impl RunShared {
 
     fn notify(&self) {
         self.changed.notify_waiters();
+    }
+
+    /// The run's id.
+    pub(crate) fn id(&self) -> &RunId {
+        self.key.id()
     }
 
     /// Appends `event` to the log and hands it to every observer, in order. Ordinary
@@ -479,7 +486,7 @@ impl RunShared {
                 InteractionError::Unavailable
             });
         }
-        let outcome = match Scope::new(Arc::clone(self.id.as_arc())) {
+        let outcome = match Scope::new(Arc::clone(self.id().as_arc())) {
             Ok(scope) => {
                 let broker = self.engine.broker();
                 match contained(|| broker.request(&scope, &request, &self.cancel)) {
@@ -564,7 +571,7 @@ pub struct Run {
 impl fmt::Debug for Run {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
-            .field("id", &self.shared.id)
+            .field("id", self.shared.id())
             .field("status", &self.status())
             .finish_non_exhaustive()
     }
@@ -577,7 +584,7 @@ impl Run {
 
     /// The run's id.
     pub fn id(&self) -> &str {
-        self.shared.id.as_str()
+        self.shared.id().as_str()
     }
 
     /// The agent it executes.
@@ -778,7 +785,7 @@ impl Run {
         }
         Ok(Snapshot {
             version: SNAPSHOT_VERSION.to_owned(),
-            run_id: self.shared.id.to_string(),
+            run_id: self.shared.id().to_string(),
             agent: self.shared.agent.clone(),
             status: data.status,
             completed_turns: data.completed_turns,
@@ -824,7 +831,7 @@ impl fmt::Debug for LocalResume {
 impl LocalResume {
     /// The run's id.
     pub fn run_id(&self) -> &str {
-        self.shared.as_ref().map_or("", |s| s.id.as_str())
+        self.shared.as_ref().map_or("", |s| s.id().as_str())
     }
 
     /// The sequence number the run's next event will get.
