@@ -299,7 +299,10 @@ impl Drop for StreamGuard {
 ///
 /// An `async` block rather than an `async fn`: a function's parameters would be kept twice
 /// in the future (as captured and as moved-in locals), the block's captures once.
-#[expect(clippy::manual_async_fn, reason = "the block keeps the loop state once")]
+#[expect(
+    clippy::manual_async_fn,
+    reason = "the block keeps the loop state once"
+)]
 pub(crate) fn drive(
     shared: Arc<RunShared>,
     mut state: LoopState,

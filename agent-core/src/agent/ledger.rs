@@ -16,6 +16,7 @@
 use std::collections::hash_map::{Entry, RandomState};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
+use std::sync::OnceLock;
 
 use tokio_util::sync::CancellationToken;
 
@@ -110,10 +111,16 @@ impl Hasher for Prehashed {
 
 pub(super) type Filed = BuildHasherDefault<Prehashed>;
 
+/// The keyed hasher of every ledger in the process: made once, from std's random keys, so an
+/// engine's construction pays nothing for it.
+fn keyed() -> &'static RandomState {
+    static KEYED: OnceLock<RandomState> = OnceLock::new();
+    KEYED.get_or_init(RandomState::new)
+}
+
 /// The live runs (with the token shutdown cancels, once committed) and the retired ids.
 #[derive(Default)]
 pub(super) struct Ledger {
-    hasher: RandomState,
     pub(super) live: HashMap<LedgerKey, Option<CancellationToken>, Filed>,
     retired: HashSet<LedgerKey, Filed>,
 }
@@ -123,7 +130,7 @@ impl Ledger {
     /// was never live or retired unless an import took it first).
     pub(super) fn key(&self, id: RunId, counted: bool) -> LedgerKey {
         LedgerKey {
-            hash: self.hasher.hash_one(id.as_str()),
+            hash: keyed().hash_one(id.as_str()),
             counted,
             id,
         }
