@@ -295,7 +295,7 @@ impl RunShared {
             // of the observer machinery keeps every caller's future small.
             return self
                 .log
-                .append_next(|| self.engine.clock.now(), event, |_| {})
+                .append_next(|| self.engine.clock.now(), event)
                 .map_err(EmitError::Log);
         }
         Box::pin(self.emit_observed(event, detached)).await
@@ -304,17 +304,10 @@ impl RunShared {
     async fn emit_observed(&self, event: Event, detached: bool) -> Result<(), EmitError> {
         // Observers are awaited in order, so emitters queue on an async lock.
         let _order = self.emit_lock.lock().await;
-        let mut copy = None;
-        self.log
-            .append_next(
-                || self.engine.clock.now(),
-                event,
-                |envelope| copy = Some(envelope.clone()),
-            )
+        let envelope = self
+            .log
+            .append_next_observed(|| self.engine.clock.now(), event)
             .map_err(EmitError::Log)?;
-        let Some(envelope) = copy else {
-            return Ok(());
-        };
         for observer in &self.engine.observers {
             let publish = contained(|| observer.publish(&envelope))
                 .map_err(|()| EmitError::ObserverPanicked)?;

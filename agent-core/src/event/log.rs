@@ -243,8 +243,41 @@ pub struct EventLog {
     inner: Mutex<Inner>,
 }
 
-#[derive(Clone)]
+/// One retained event: its envelope without the run's id, which the log holds once for all
+/// of them (each entry would otherwise take and later drop a reference count of it).
 struct Entry {
+    sequence: u64,
+    at: Timestamp,
+    event: Event,
+    bytes: usize,
+}
+
+impl Entry {
+    fn new(envelope: Envelope, bytes: usize) -> Self {
+        Entry {
+            sequence: envelope.sequence,
+            at: envelope.at,
+            event: envelope.event,
+            bytes,
+        }
+    }
+
+    /// The entry as the envelope of `run_id`, queued with its bytes.
+    fn queued(&self, run_id: &Arc<str>) -> Queued {
+        Queued {
+            envelope: Envelope::new(
+                Arc::clone(run_id),
+                self.sequence,
+                self.at,
+                self.event.clone(),
+            ),
+            bytes: self.bytes,
+        }
+    }
+}
+
+/// An envelope waiting in a subscription's queue, with its accounted bytes.
+struct Queued {
     envelope: Envelope,
     bytes: usize,
 }
@@ -262,7 +295,7 @@ impl Inner {
     fn earliest(&self) -> u64 {
         self.entries
             .front()
-            .map_or(self.last + 1, |entry| entry.envelope.sequence())
+            .map_or(self.last + 1, |entry| entry.sequence)
     }
 
     /// Index of the first entry after `after`, or `OutOfRange`.
@@ -279,7 +312,7 @@ impl Inner {
     }
 
     /// Offers the newest entry to every subscriber, dropping the gone and the lagging.
-    fn publish(&mut self, limits: &LogLimits) {
+    fn publish(&mut self, run_id: &Arc<str>, limits: &LogLimits) {
         let Some(entry) = self.entries.back() else {
             return;
         };
@@ -288,14 +321,14 @@ impl Inner {
             let Some(shared) = weak.upgrade() else {
                 return false;
             };
-            let queued = shared.offer(entry, limits);
+            let queued = shared.offer(entry.queued(run_id), limits);
             stats.slow_subscribers += u64::from(!queued);
             queued
         });
     }
 
     /// Registers a subscription that has seen `last_delivered` and has `queue` pending.
-    fn subscribe(&mut self, last_delivered: u64, queue: VecDeque<Entry>) -> Subscription {
+    fn subscribe(&mut self, last_delivered: u64, queue: VecDeque<Queued>) -> Subscription {
         let bytes = queue.iter().map(|entry| entry.bytes).sum();
         let end = if self.closed { End::Closed } else { End::Open };
         let shared = Arc::new(Shared {
@@ -385,22 +418,41 @@ impl EventLog {
 
     /// Appends `event` as this run's next envelope, stamped by `now` under the log's lock, so
     /// concurrent emitters can never race for a number and stamps follow the sequence. The
-    /// envelope is built in its slot: the run's own id and the next number need none of the
-    /// checks an envelope from outside gets. `seen` sees the envelope before it is stored.
+    /// entry is built in its slot: the run's own id and the next number need none of the
+    /// checks an envelope from outside gets.
     pub(crate) fn append_next(
         &self,
         now: impl FnOnce() -> Timestamp,
         event: Event,
-        seen: impl FnOnce(&Envelope),
     ) -> Result<(), LogError> {
         let mut guard = lock(&self.inner);
         let inner = &mut *guard;
         let bytes = self.run_id.len() + event.accounted_bytes();
         let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
-        let envelope = Envelope::new(Arc::clone(&self.run_id), sequence, now(), event);
-        seen(&envelope);
-        self.store(inner, envelope, bytes);
+        let entry = Entry {
+            sequence,
+            at: now(),
+            event,
+            bytes,
+        };
+        self.store(inner, entry);
         Ok(())
+    }
+
+    /// [`append_next`](Self::append_next), returning a copy of the committed envelope (for
+    /// the observers).
+    pub(crate) fn append_next_observed(
+        &self,
+        now: impl FnOnce() -> Timestamp,
+        event: Event,
+    ) -> Result<Envelope, LogError> {
+        let mut guard = lock(&self.inner);
+        let inner = &mut *guard;
+        let bytes = self.run_id.len() + event.accounted_bytes();
+        let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
+        let envelope = Envelope::new(Arc::clone(&self.run_id), sequence, now(), event);
+        self.store(inner, Entry::new(envelope.clone(), bytes));
+        Ok(envelope)
     }
 
     fn append_locked(&self, inner: &mut Inner, envelope: Envelope) -> Result<(), LogError> {
@@ -425,7 +477,7 @@ impl EventLog {
         }
         let bytes = envelope.accounted_bytes();
         self.admit(inner, envelope.kind().is_terminal(), bytes)?;
-        self.store(inner, envelope, bytes);
+        self.store(inner, Entry::new(envelope, bytes));
         Ok(())
     }
 
@@ -464,14 +516,14 @@ impl EventLog {
         Ok(sequence)
     }
 
-    /// Commits the envelope [`admit`](Self::admit) made room for and offers it to every
+    /// Commits the entry [`admit`](Self::admit) made room for and offers it to every
     /// subscriber.
-    fn store(&self, inner: &mut Inner, envelope: Envelope, bytes: usize) {
-        inner.last = envelope.sequence();
-        inner.bytes += bytes;
-        inner.entries.push_back(Entry { envelope, bytes });
+    fn store(&self, inner: &mut Inner, entry: Entry) {
+        inner.last = entry.sequence;
+        inner.bytes += entry.bytes;
+        inner.entries.push_back(entry);
         if !inner.subscribers.is_empty() {
-            inner.publish(&self.limits);
+            inner.publish(&self.run_id, &self.limits);
         }
     }
 
@@ -514,7 +566,7 @@ impl EventLog {
                 break;
             }
             bytes += entry.bytes;
-            events.push(entry.envelope.clone());
+            events.push(entry.queued(&self.run_id).envelope);
         }
         let has_more = events.len() < available;
         let tail = (request.tail && !has_more).then(|| {
@@ -548,7 +600,7 @@ impl EventLog {
         if bytes > self.limits.subscriber_max_bytes {
             return Err(exhausted("event_replay_bytes"));
         }
-        let queue = backlog.cloned().collect();
+        let queue = backlog.map(|entry| entry.queued(&self.run_id)).collect();
         Ok(inner.subscribe(after, queue))
     }
 
@@ -607,7 +659,7 @@ enum End {
 }
 
 struct SubState {
-    queue: VecDeque<Entry>,
+    queue: VecDeque<Queued>,
     bytes: usize,
     end: End,
 }
@@ -618,11 +670,11 @@ struct Shared {
 }
 
 impl Shared {
-    /// Queues a clone of `entry`, or ends the subscriber (`false`) when it would fall behind.
+    /// Queues `entry`, or ends the subscriber (`false`) when it would fall behind.
     ///
     /// Only registered subscribers are offered events, and a subscriber leaves `End::Open`
     /// only under the log's lock, in the same step that unregisters it.
-    fn offer(&self, entry: &Entry, limits: &LogLimits) -> bool {
+    fn offer(&self, entry: Queued, limits: &LogLimits) -> bool {
         let mut state = lock(&self.state);
         debug_assert_eq!(state.end, End::Open);
         let lagged = if state.queue.len() >= limits.subscriber_max_events {
@@ -642,7 +694,7 @@ impl Shared {
         }
         let was_empty = state.queue.is_empty();
         state.bytes += entry.bytes;
-        state.queue.push_back(entry.clone());
+        state.queue.push_back(entry);
         drop(state);
         if was_empty {
             self.notify.notify_one();
