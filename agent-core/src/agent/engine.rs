@@ -391,9 +391,9 @@ impl Engine {
             Ok(id) => {
                 let counted = self.inner.ids.counted(id.as_str());
                 let import = release == Release::Forget;
-                let mut registry = self.inner.registry();
-                let key = registry.ledger.key(id, counted);
+                let key = LedgerKey::new(id, counted);
                 let id = key.id();
+                let mut registry = self.inner.registry();
                 let refusal = if registry.closed {
                     Some(StartError::Closed)
                 } else if import && registry.ledger.is_retired(&key) {
@@ -508,9 +508,14 @@ impl Engine {
     /// # }
     /// ```
     pub fn live_run_ids(&self) -> Vec<RunId> {
-        let mut ids: Vec<RunId> = (self.inner.registry().ledger.live.keys())
-            .map(|key| key.id().clone())
+        let registry = self.inner.registry();
+        let mut ids: Vec<RunId> = registry
+            .ledger
+            .live
+            .keys()
+            .map(|k| k.id().clone())
             .collect();
+        drop(registry);
         ids.sort();
         ids
     }
@@ -538,20 +543,15 @@ impl Engine {
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```
     pub fn retire(&self, id: &RunId) -> Result<(), RetireError> {
-        let counted = self.inner.ids.counted(id.as_str());
-        let mut registry = self.inner.registry();
-        let key = registry.ledger.key(id.clone(), counted);
-        registry.ledger.retire(&key)
+        let key = LedgerKey::new(id.clone(), self.inner.ids.counted(id.as_str()));
+        self.inner.registry().ledger.retire(&key)
     }
 
     /// Whether `id` was used by this engine and is not live: a fresh run never takes it and
     /// an import naming it is refused.
     pub fn is_retired(&self, id: &RunId) -> bool {
-        let counted = self.inner.ids.counted(id.as_str());
-        let registry = self.inner.registry();
-        registry
-            .ledger
-            .is_retired(&registry.ledger.key(id.clone(), counted))
+        let key = LedgerKey::new(id.clone(), self.inner.ids.counted(id.as_str()));
+        self.inner.registry().ledger.is_retired(&key)
     }
 }
 

@@ -57,9 +57,9 @@ pub(crate) enum Release {
     Forget,
 }
 
-/// A run id as the ledger files it: hashed once, with the ledger's keyed hasher (ids also
-/// arrive from custom sources and imports, so the hash stays keyed), and whether the
-/// engine's own counter issued it. A run keeps its key, so committing and ending it look the
+/// A run id as the ledger files it: hashed once, with a keyed hasher (ids also arrive from
+/// custom sources and imports, so the hash stays keyed), and whether the engine's own
+/// counter issued it. A run keeps its key, so committing and ending it look the
 /// id up without hashing or parsing it again.
 #[derive(Debug, Clone)]
 pub(crate) struct LedgerKey {
@@ -69,6 +69,16 @@ pub(crate) struct LedgerKey {
 }
 
 impl LedgerKey {
+    /// The key of `id`; `counted` says whether the engine's own counter issued it (then it
+    /// was never live or retired unless an import took it first).
+    pub(crate) fn new(id: RunId, counted: bool) -> Self {
+        LedgerKey {
+            hash: keyed().hash_one(id.as_str()),
+            counted,
+            id,
+        }
+    }
+
     pub(crate) fn id(&self) -> &RunId {
         &self.id
     }
@@ -111,8 +121,8 @@ impl Hasher for Prehashed {
 
 pub(super) type Filed = BuildHasherDefault<Prehashed>;
 
-/// The keyed hasher of every ledger in the process: made once, from std's random keys, so an
-/// engine's construction pays nothing for it.
+/// The keyed hasher of every ledger key in the process: made once, from std's random keys,
+/// so an engine's construction pays nothing for it.
 fn keyed() -> &'static RandomState {
     static KEYED: OnceLock<RandomState> = OnceLock::new();
     KEYED.get_or_init(RandomState::new)
@@ -126,16 +136,6 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    /// The key of `id`; `counted` says whether the engine's own counter issued it (then it
-    /// was never live or retired unless an import took it first).
-    pub(super) fn key(&self, id: RunId, counted: bool) -> LedgerKey {
-        LedgerKey {
-            hash: keyed().hash_one(id.as_str()),
-            counted,
-            id,
-        }
-    }
-
     /// Reserves `key`'s id.
     pub(super) fn reserve(&mut self, key: &LedgerKey) -> Result<(), Refusal> {
         let recorded = self.recorded();
@@ -194,58 +194,56 @@ mod tests {
         RunId::new(format!("custom-{n}")).unwrap()
     }
 
-    /// The ledger's key of a custom id (not from the counter).
-    fn custom(ledger: &Ledger, n: usize) -> LedgerKey {
-        ledger.key(id(n), false)
+    /// The key of a custom id (not from the counter).
+    fn custom(n: usize) -> LedgerKey {
+        LedgerKey::new(id(n), false)
     }
 
     #[test]
     fn ids_are_live_then_retired_and_never_reserved_again() {
         let mut ledger = Ledger::default();
-        ledger.reserve(&custom(&ledger, 1)).unwrap();
-        assert_eq!(ledger.reserve(&custom(&ledger, 1)), Err(Refusal::Live));
+        ledger.reserve(&custom(1)).unwrap();
+        assert_eq!(ledger.reserve(&custom(1)), Err(Refusal::Live));
         assert_eq!(
-            ledger.retire(&custom(&ledger, 1)),
+            ledger.retire(&custom(1)),
             Err(RetireError::Live("custom-1".into()))
         );
-        ledger.release(&custom(&ledger, 1), Release::Retire);
-        assert_eq!(ledger.reserve(&custom(&ledger, 1)), Err(Refusal::Retired));
-        assert!(ledger.is_retired(&custom(&ledger, 1)));
+        ledger.release(&custom(1), Release::Retire);
+        assert_eq!(ledger.reserve(&custom(1)), Err(Refusal::Retired));
+        assert!(ledger.is_retired(&custom(1)));
         // A forgotten import can be imported again.
-        ledger.reserve(&custom(&ledger, 2)).unwrap();
-        ledger.release(&custom(&ledger, 2), Release::Forget);
-        assert!(!ledger.is_retired(&custom(&ledger, 2)));
-        ledger.reserve(&custom(&ledger, 2)).unwrap();
+        ledger.reserve(&custom(2)).unwrap();
+        ledger.release(&custom(2), Release::Forget);
+        assert!(!ledger.is_retired(&custom(2)));
+        ledger.reserve(&custom(2)).unwrap();
         // Counter ids cost no entry once retired.
-        let counted = ledger.key(RunId::new("run-1").unwrap(), true);
+        let counted = LedgerKey::new(RunId::new("run-1").unwrap(), true);
         ledger.reserve(&counted).unwrap();
         ledger.release(&counted, Release::Retire);
         assert_eq!(ledger.recorded(), 2);
         assert!(ledger.is_retired(&counted));
-        assert_eq!(ledger.retire(&custom(&ledger, 1)), Ok(()), "idempotent");
+        assert_eq!(ledger.retire(&custom(1)), Ok(()), "idempotent");
     }
 
     #[test]
     fn the_ledger_records_at_most_its_bound() {
         let mut ledger = Ledger::default();
         for n in 0..MAX_RECORDED_RUN_IDS - 1 {
-            ledger.retire(&custom(&ledger, n)).unwrap();
+            ledger.retire(&custom(n)).unwrap();
         }
         // At the bound: the last one fits.
-        ledger
-            .reserve(&custom(&ledger, MAX_RECORDED_RUN_IDS - 1))
-            .unwrap();
+        ledger.reserve(&custom(MAX_RECORDED_RUN_IDS - 1)).unwrap();
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS);
         // Past it: refused, never forgotten.
-        let past = custom(&ledger, MAX_RECORDED_RUN_IDS);
+        let past = custom(MAX_RECORDED_RUN_IDS);
         assert_eq!(ledger.reserve(&past), Err(Refusal::Capacity));
         assert_eq!(ledger.retire(&past), Err(RetireError::Capacity));
-        assert!(ledger.is_retired(&custom(&ledger, 0)));
+        assert!(ledger.is_retired(&custom(0)));
         // Counter ids need no entry, so they are still served.
-        let counted = ledger.key(RunId::new("run-9").unwrap(), true);
+        let counted = LedgerKey::new(RunId::new("run-9").unwrap(), true);
         assert_eq!(ledger.reserve(&counted), Ok(()));
         // Retiring a live id moves its entry; the live counter id is the one above the bound.
-        ledger.release(&custom(&ledger, MAX_RECORDED_RUN_IDS - 1), Release::Retire);
+        ledger.release(&custom(MAX_RECORDED_RUN_IDS - 1), Release::Retire);
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS + 1);
     }
 }
