@@ -469,9 +469,7 @@ impl Dispatcher {
     /// is rejected. Later changes to what a tool reports are ignored.
     pub fn new(tools: BTreeMap<String, Arc<dyn Tool>>) -> Result<Self, DispatcherError> {
         if tools.is_empty() {
-            // Text-only agents build this with every engine. An empty map owns no memory,
-            // so forgetting it skips its destructor's walk without leaking anything.
-            std::mem::forget(tools);
+            // Text-only agents build this with every engine: nothing to snapshot.
             return Ok(Dispatcher::empty());
         }
         let mut definitions = Vec::with_capacity(tools.len());
