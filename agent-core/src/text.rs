@@ -25,11 +25,7 @@ pub(crate) fn concat_arc(parts: &[&str]) -> Arc<str> {
     if len > buffer.len() {
         return Arc::from(parts.concat());
     }
-    let mut end = 0;
-    for part in parts {
-        buffer[end..end + part.len()].copy_from_slice(part.as_bytes());
-        end += part.len();
-    }
+    copy_parts(parts, &mut buffer);
     // A concatenation of `str`s is UTF-8; the check is the price of `forbid(unsafe_code)`.
     match std::str::from_utf8(&buffer[..len]) {
         Ok(text) => Arc::from(text),
@@ -57,19 +53,14 @@ impl ShortText {
     /// Joins `parts`, inline when they fit.
     pub(crate) fn join(parts: &[&str]) -> Self {
         let len: usize = parts.iter().map(|part| part.len()).sum();
-        let Ok(short) = u8::try_from(len) else {
-            return ShortText::Shared(concat_arc(parts));
-        };
-        if len > SHORT_TEXT_BYTES {
-            return ShortText::Shared(concat_arc(parts));
+        match u8::try_from(len) {
+            Ok(short) if len <= SHORT_TEXT_BYTES => {
+                let mut bytes = [0u8; SHORT_TEXT_BYTES];
+                copy_parts(parts, &mut bytes);
+                ShortText::Inline { len: short, bytes }
+            }
+            _ => ShortText::Shared(concat_arc(parts)),
         }
-        let mut bytes = [0u8; SHORT_TEXT_BYTES];
-        let mut end = 0;
-        for part in parts {
-            bytes[end..end + part.len()].copy_from_slice(part.as_bytes());
-            end += part.len();
-        }
-        ShortText::Inline { len: short, bytes }
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -101,6 +92,16 @@ impl Eq for ShortText {}
 impl fmt::Debug for ShortText {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+/// Copies `parts` one after the other to the start of `out`, which holds them all.
+#[inline]
+fn copy_parts(parts: &[&str], out: &mut [u8]) {
+    let mut end = 0;
+    for part in parts {
+        out[end..end + part.len()].copy_from_slice(part.as_bytes());
+        end += part.len();
     }
 }
 

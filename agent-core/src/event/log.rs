@@ -262,15 +262,20 @@ impl Entry {
         }
     }
 
-    /// The entry as the envelope of `run_id`, queued with its bytes.
+    /// The entry as an envelope of `run_id`.
+    fn envelope(&self, run_id: &Arc<str>) -> Envelope {
+        Envelope::new(
+            Arc::clone(run_id),
+            self.sequence,
+            self.at,
+            self.event.clone(),
+        )
+    }
+
+    /// The entry as an envelope of `run_id`, queued with its bytes.
     fn queued(&self, run_id: &Arc<str>) -> Queued {
         Queued {
-            envelope: Envelope::new(
-                Arc::clone(run_id),
-                self.sequence,
-                self.at,
-                self.event.clone(),
-            ),
+            envelope: self.envelope(run_id),
             bytes: self.bytes,
         }
     }
@@ -429,6 +434,8 @@ impl EventLog {
         let inner = &mut *guard;
         let bytes = self.run_id.len() + event.accounted_bytes();
         let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
+        // Built in the call: an entry returned from a helper measured as one more copy of
+        // it on every append.
         let entry = Entry {
             sequence,
             at: now(),
@@ -450,8 +457,14 @@ impl EventLog {
         let inner = &mut *guard;
         let bytes = self.run_id.len() + event.accounted_bytes();
         let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
-        let envelope = Envelope::new(Arc::clone(&self.run_id), sequence, now(), event);
-        self.store(inner, Entry::new(envelope.clone(), bytes));
+        let entry = Entry {
+            sequence,
+            at: now(),
+            event,
+            bytes,
+        };
+        let envelope = entry.envelope(&self.run_id);
+        self.store(inner, entry);
         Ok(envelope)
     }
 
@@ -566,7 +579,7 @@ impl EventLog {
                 break;
             }
             bytes += entry.bytes;
-            events.push(entry.queued(&self.run_id).envelope);
+            events.push(entry.envelope(&self.run_id));
         }
         let has_more = events.len() < available;
         let tail = (request.tail && !has_more).then(|| {
