@@ -1,6 +1,7 @@
 //! The engine: builds and owns runs; see the [module documentation](super).
 
 use std::fmt;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -9,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::definition::{AgentDefinition, AgentDefinitionError};
 use super::driver::{self, Start};
 use super::identity::{EngineIdentity, PlanIdentity};
-use super::ids::{AtomicIdSource, IdSource, Ids, RUN_PREFIX};
+use super::ids::{AtomicIdSource, IdSource, Ids};
 use super::inner::{EngineInner, Registry};
 use super::ledger::{LedgerKey, Refusal, Release, RetireError};
 use super::options::{EngineError, EngineOptions};
@@ -192,6 +193,7 @@ impl EngineBuilder {
                 observers: self.observers,
                 options: self.options,
                 registry: Mutex::new(Registry::default()),
+                closing: AtomicBool::new(false),
                 drained: Notify::new(),
                 setup: std::sync::OnceLock::new(),
                 identity: self.identity,
@@ -246,42 +248,50 @@ impl Engine {
         input: Message,
     ) -> Result<PreparedRun, StartError> {
         Ok(PreparedRun {
-            state: Some(self.prepare_fresh(agent, input).await?),
+            state: Some(self.prepare_fresh(agent, input, None).await?),
         })
     }
 
-    /// What [`prepare`](Self::prepare) holds, without the handle around it.
+    /// What [`prepare`](Self::prepare) holds, without the handle around it. With `filed`,
+    /// the reservation files the run's token at once (see [`Prepared::launch_filed`]).
     async fn prepare_fresh(
         &self,
         agent: &AgentDefinition,
         input: Message,
+        filed: Option<&CancellationToken>,
     ) -> Result<Prepared, StartError> {
         // A definition is checked when it is built (or decoded) and cannot change after.
         debug_assert!(agent.validate().is_ok());
         if input.role() != Role::User {
             return Err(StartError::Input);
         }
-        if self.inner.registry().closed {
+        if self.inner.is_closed() {
             return Err(StartError::Closed);
         }
         let lease = self.lease(None).await?;
         let identity = self.inner.plan_identity_for(&lease);
-        let id = self.inner.ids.next_id(RUN_PREFIX);
+        let id = self.inner.ids.next_run_id();
         let start = Start::Fresh {
             agent: agent.clone(),
             input,
         };
-        self.reserve(id, Release::Retire, (lease, identity), EventLog::new, start)
+        let reservation = Reservation {
+            release: Release::Retire,
+            filed,
+        };
+        self.reserve(id, reservation, (lease, identity), EventLog::new, start)
     }
 
     /// [`prepare`](Self::prepare) then [`commit`](PreparedRun::commit) under a fresh root:
     /// cancel the run with [`Run::cancel`].
     pub async fn start(&self, agent: &AgentDefinition, input: Message) -> Result<Run, StartError> {
         // The same steps without the two handles in between: each would move the run's
-        // parts once more.
-        self.prepare_fresh(agent, input)
+        // parts once more. The run's token is filed with its reservation, which saves the
+        // commit its own pass under the registry lock.
+        let cancel = CancellationToken::new();
+        self.prepare_fresh(agent, input, Some(&cancel))
             .await?
-            .launch(CancellationToken::new())
+            .launch_filed(cancel)
     }
 
     /// Prepares a run that continues `snapshot` (suspended, failed or cancelled) under its
@@ -306,7 +316,7 @@ impl Engine {
         if snapshot.status() == SnapshotStatus::Completed {
             return Err(StartError::NotResumable);
         }
-        if self.inner.registry().closed {
+        if self.inner.is_closed() {
             return Err(StartError::Closed);
         }
         // Fail closed before anything is leased: only an engine that shares a non-empty
@@ -341,10 +351,15 @@ impl Engine {
             return Err(StartError::Incompatible(Incompatibility::PlanIdentity));
         }
         let id: Arc<str> = Arc::from(snapshot.run_id());
+        let counted = self.inner.ids.counted(&id);
         let last = snapshot.last_sequence();
         let log = |id, limits| EventLog::after(id, last, limits);
         let start = Start::Resumed(Box::new(snapshot));
-        self.reserve(id, Release::Forget, (lease, identity), log, start)
+        let reservation = Reservation {
+            release: Release::Forget,
+            filed: None,
+        };
+        self.reserve((id, counted), reservation, (lease, identity), log, start)
     }
 
     /// [`prepare_resume`](Self::prepare_resume) then commit under a fresh root.
@@ -380,8 +395,8 @@ impl Engine {
     /// an import's reservation is forgotten (the engine never ran it).
     fn reserve(
         &self,
-        id: Arc<str>,
-        release: Release,
+        (id, counted): (Arc<str>, bool),
+        Reservation { release, filed }: Reservation<'_>,
         (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
         log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
         start: Start,
@@ -389,9 +404,10 @@ impl Engine {
         let reserved = match RunId::new(id) {
             Err(_) => Err(StartError::RunId),
             Ok(id) => {
-                let counted = self.inner.ids.counted(id.as_str());
                 let import = release == Release::Forget;
                 let key = LedgerKey::new(id, counted);
+                // Cloned before the lock: the clone takes the token's own lock.
+                let shutdown = filed.cloned();
                 let id = key.id();
                 let mut registry = self.inner.registry();
                 let refusal = if registry.closed {
@@ -400,7 +416,7 @@ impl Engine {
                     // The counter handed this id out here and it is not live: it is used.
                     Some(StartError::RetiredRun(id.to_string()))
                 } else {
-                    match registry.ledger.reserve(&key) {
+                    match registry.ledger.reserve(&key, shutdown) {
                         Ok(()) => None,
                         Err(Refusal::Live) => Some(StartError::DuplicateRun(id.to_string())),
                         Err(Refusal::Retired) => Some(StartError::RetiredRun(id.to_string())),
@@ -440,11 +456,7 @@ impl Engine {
 
     /// Refuses new runs and waits until every live run ended.
     pub async fn close(&self) {
-        let drained = {
-            let mut registry = self.inner.registry();
-            registry.closed = true;
-            registry.drained()
-        };
+        let drained = self.inner.close_registry().drained();
         if !drained {
             self.wait_drained().await;
         }
@@ -454,11 +466,7 @@ impl Engine {
     /// or a reserved local resume latches the cancellation: shutdown then waits for the
     /// host's decision (activate or abort, commit or abort).
     pub async fn shutdown(&self) {
-        let tokens: Vec<CancellationToken> = {
-            let mut registry = self.inner.registry();
-            registry.closed = true;
-            registry.tokens()
-        };
+        let tokens: Vec<CancellationToken> = self.inner.close_registry().tokens();
         for token in tokens {
             token.cancel();
         }
@@ -555,6 +563,14 @@ impl Engine {
     }
 }
 
+/// What a reservation does besides taking the id.
+struct Reservation<'a> {
+    /// What an abort does with the id.
+    release: Release,
+    /// The token to file with the id, for a run committed as soon as it is prepared.
+    filed: Option<&'a CancellationToken>,
+}
+
 struct Prepared {
     engine: Arc<EngineInner>,
     /// The run's id, as the ledger filed it.
@@ -583,6 +599,22 @@ impl Prepared {
             *slot = Some(cancel.clone());
         }
         Ok(runtime)
+    }
+
+    /// Starts the task of a run whose reservation filed `cancel`, unless the registry was
+    /// closed since: the same checks, in the same order, as [`file`](Self::file), without
+    /// its pass under the lock (a close that this run's check does not see is ordered
+    /// after the commit, as with `file`).
+    fn launch_filed(self, cancel: CancellationToken) -> Result<Run, StartError> {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.abort_in_background();
+            return Err(StartError::NoRuntime);
+        };
+        if self.engine.is_closed() {
+            self.abort_in_background();
+            return Err(StartError::Closed);
+        }
+        Ok(self.run(&runtime, cancel))
     }
 
     /// Files the run under `cancel` and starts its task at once.

@@ -71,10 +71,12 @@ impl Ids {
         canonical && number.parse::<u64>().is_ok_and(|n| n <= counter.issued())
     }
 
-    pub(super) fn next_id(&self, prefix: &str) -> Arc<str> {
+    /// A fresh run id, and whether [`counted`](Self::counted) holds for it: an id the
+    /// counter just issued is counted by construction, so the caller need not parse it back.
+    pub(super) fn next_run_id(&self) -> (Arc<str>, bool) {
         match self {
-            Ids::Counter(counter) => counter.next_id(prefix),
-            Ids::Custom(source) => source.next_id(prefix),
+            Ids::Counter(counter) => (counter.next_id(RUN_PREFIX), true),
+            Ids::Custom(source) => (source.next_id(RUN_PREFIX), false),
         }
     }
 }
@@ -87,7 +89,9 @@ mod tests {
     fn only_ids_the_counter_issued_are_counted() {
         let ids = Ids::Counter(AtomicIdSource::new());
         assert!(!ids.counted("run-1"));
-        assert_eq!(&*ids.next_id(RUN_PREFIX), "run-1");
+        let (id, counted) = ids.next_run_id();
+        assert_eq!(&*id, "run-1");
+        assert!(counted);
         assert!(ids.counted("run-1"));
         for other in [
             "run-2", "run-01", "run-", "run1", "job-1", "run-+1", "run-1 ",
@@ -95,7 +99,9 @@ mod tests {
             assert!(!ids.counted(other), "{other}");
         }
         let custom = Ids::Custom(Arc::new(AtomicIdSource::new()));
-        let _ = custom.next_id(RUN_PREFIX);
+        let (id, counted) = custom.next_run_id();
+        assert_eq!(&*id, "run-1");
+        assert!(!counted);
         assert!(!custom.counted("run-1"));
     }
 }

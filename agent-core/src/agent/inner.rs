@@ -1,7 +1,8 @@
 //! The engine state every run shares: provider, clock, observers, options, and the registry
 //! of live runs.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -29,7 +30,10 @@ impl Registry {
         self.ledger.live.is_empty()
     }
 
-    /// The shutdown tokens of the committed live runs.
+    /// The shutdown tokens of the committed live runs (a run [`Engine::start`] begins is
+    /// filed with its reservation).
+    ///
+    /// [`Engine::start`]: super::Engine::start
     pub(super) fn tokens(&self) -> Vec<CancellationToken> {
         self.ledger.live.values().flatten().cloned().collect()
     }
@@ -45,6 +49,11 @@ pub(crate) struct EngineInner {
     pub(crate) observers: Vec<Arc<dyn Observer>>,
     pub(crate) options: EngineOptions,
     pub(super) registry: Mutex<Registry>,
+    /// Whether the registry is closed, readable without its lock: preparation checks it
+    /// before leasing anything, and a run committed in its reservation checks it before
+    /// its task starts. Set under the lock together with [`Registry::closed`], which stays
+    /// the authority every decision taken under the lock reads.
+    pub(super) closing: AtomicBool,
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     pub(super) setup: std::sync::OnceLock<CancellationToken>,
@@ -57,8 +66,22 @@ pub(crate) struct EngineInner {
 }
 
 impl EngineInner {
-    pub(super) fn registry(&self) -> std::sync::MutexGuard<'_, Registry> {
+    pub(super) fn registry(&self) -> MutexGuard<'_, Registry> {
         self.registry.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Closes the registry to new runs; the caller goes on under the returned lock.
+    pub(super) fn close_registry(&self) -> MutexGuard<'_, Registry> {
+        let mut registry = self.registry();
+        registry.closed = true;
+        self.closing.store(true, Ordering::Release);
+        registry
+    }
+
+    /// Whether the registry is closed, without taking its lock: a run that reads `false`
+    /// is ordered before the close, which then waits for it (and a shutdown cancels it).
+    pub(super) fn is_closed(&self) -> bool {
+        self.closing.load(Ordering::Acquire)
     }
 
     /// The plan identity of a run over `lease`.

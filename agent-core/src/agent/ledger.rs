@@ -136,8 +136,13 @@ pub(super) struct Ledger {
 }
 
 impl Ledger {
-    /// Reserves `key`'s id.
-    pub(super) fn reserve(&mut self, key: &LedgerKey) -> Result<(), Refusal> {
+    /// Reserves `key`'s id, with the token a shutdown cancels when the run is committed
+    /// in the same step (`None` until it is).
+    pub(super) fn reserve(
+        &mut self,
+        key: &LedgerKey,
+        shutdown: Option<CancellationToken>,
+    ) -> Result<(), Refusal> {
         let recorded = self.recorded();
         // One lookup of the live set for both the check and the insertion.
         let Entry::Vacant(slot) = self.live.entry(key.clone()) else {
@@ -149,7 +154,7 @@ impl Ledger {
         if !key.counted && recorded >= MAX_RECORDED_RUN_IDS {
             return Err(Refusal::Capacity);
         }
-        slot.insert(None);
+        slot.insert(shutdown);
         Ok(())
     }
 
@@ -202,23 +207,23 @@ mod tests {
     #[test]
     fn ids_are_live_then_retired_and_never_reserved_again() {
         let mut ledger = Ledger::default();
-        ledger.reserve(&custom(1)).unwrap();
-        assert_eq!(ledger.reserve(&custom(1)), Err(Refusal::Live));
+        ledger.reserve(&custom(1), None).unwrap();
+        assert_eq!(ledger.reserve(&custom(1), None), Err(Refusal::Live));
         assert_eq!(
             ledger.retire(&custom(1)),
             Err(RetireError::Live("custom-1".into()))
         );
         ledger.release(&custom(1), Release::Retire);
-        assert_eq!(ledger.reserve(&custom(1)), Err(Refusal::Retired));
+        assert_eq!(ledger.reserve(&custom(1), None), Err(Refusal::Retired));
         assert!(ledger.is_retired(&custom(1)));
         // A forgotten import can be imported again.
-        ledger.reserve(&custom(2)).unwrap();
+        ledger.reserve(&custom(2), None).unwrap();
         ledger.release(&custom(2), Release::Forget);
         assert!(!ledger.is_retired(&custom(2)));
-        ledger.reserve(&custom(2)).unwrap();
+        ledger.reserve(&custom(2), None).unwrap();
         // Counter ids cost no entry once retired.
         let counted = LedgerKey::new(RunId::new("run-1").unwrap(), true);
-        ledger.reserve(&counted).unwrap();
+        ledger.reserve(&counted, None).unwrap();
         ledger.release(&counted, Release::Retire);
         assert_eq!(ledger.recorded(), 2);
         assert!(ledger.is_retired(&counted));
@@ -232,16 +237,18 @@ mod tests {
             ledger.retire(&custom(n)).unwrap();
         }
         // At the bound: the last one fits.
-        ledger.reserve(&custom(MAX_RECORDED_RUN_IDS - 1)).unwrap();
+        ledger
+            .reserve(&custom(MAX_RECORDED_RUN_IDS - 1), None)
+            .unwrap();
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS);
         // Past it: refused, never forgotten.
         let past = custom(MAX_RECORDED_RUN_IDS);
-        assert_eq!(ledger.reserve(&past), Err(Refusal::Capacity));
+        assert_eq!(ledger.reserve(&past, None), Err(Refusal::Capacity));
         assert_eq!(ledger.retire(&past), Err(RetireError::Capacity));
         assert!(ledger.is_retired(&custom(0)));
         // Counter ids need no entry, so they are still served.
         let counted = LedgerKey::new(RunId::new("run-9").unwrap(), true);
-        assert_eq!(ledger.reserve(&counted), Ok(()));
+        assert_eq!(ledger.reserve(&counted, None), Ok(()));
         // Retiring a live id moves its entry; the live counter id is the one above the bound.
         ledger.release(&custom(MAX_RECORDED_RUN_IDS - 1), Release::Retire);
         assert_eq!(ledger.recorded(), MAX_RECORDED_RUN_IDS + 1);
