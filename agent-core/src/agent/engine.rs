@@ -480,7 +480,6 @@ impl Engine {
         loop {
             let notified = self.inner.drained.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
             if self.inner.registry().drained() {
                 return;
             }

@@ -54,6 +54,7 @@ pub(crate) struct EngineInner {
     /// its task starts. Set under the lock together with [`Registry::closed`], which stays
     /// the authority every decision taken under the lock reads.
     pub(super) closing: AtomicBool,
+    /// Notified (only with `notify_waiters`) when a closed registry drained.
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
     pub(super) setup: std::sync::OnceLock<CancellationToken>,

@@ -274,6 +274,9 @@ impl RunShared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Wakes every waiter. `changed` is only ever notified this way, and a `Notified`
+    /// receives `notify_waiters` from its creation on, so a wait creates its future before
+    /// reading the state and needs no `enable` (which would register it once more).
     fn notify(&self) {
         self.changed.notify_waiters();
     }
@@ -366,7 +369,6 @@ impl RunShared {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
             let reserved = {
                 let mut state = self.state();
                 if state.status != RunStatus::Suspended {
@@ -411,7 +413,6 @@ impl RunShared {
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
             if self.state().active_interactions == 0 {
                 return;
             }
@@ -623,7 +624,6 @@ impl Run {
         loop {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
             if let Some(outcome) = &self.shared.state().outcome {
                 return outcome.clone();
             }
@@ -657,7 +657,6 @@ impl Run {
         loop {
             let notified = self.shared.changed.notified();
             tokio::pin!(notified);
-            notified.as_mut().enable();
             {
                 let mut state = self.shared.state();
                 if state.status == RunStatus::Suspended {
