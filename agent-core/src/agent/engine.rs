@@ -370,14 +370,15 @@ impl Engine {
     }
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
-        let setup = self.inner.setup.get_or_init(CancellationToken::new);
         if let Some(plans) = self.inner.plans.as_static() {
-            // The engine's own static source: the same lease, with no future to box.
+            // The engine's own static source: the same lease, with no future to box, and no
+            // check of the preparation's token, which is never cancelled.
             return Ok(match generation {
-                Some(id) => plans.lease_generation_now(id, setup),
-                None => plans.lease_current_now(setup),
-            }?);
+                Some(id) => plans.lease_generation_now(id)?,
+                None => plans.lease_current_now(),
+            });
         }
+        let setup = self.inner.setup.get_or_init(CancellationToken::new);
         let plans = self.inner.plans.source();
         let future = contained(|| match generation {
             Some(id) => plans.lease_generation(id, setup),

@@ -570,27 +570,15 @@ impl fmt::Debug for StaticToolPlanSource {
 }
 
 impl StaticToolPlanSource {
-    /// What [`lease_current`](ToolPlanSource::lease_current) resolves to, without a future.
-    pub(crate) fn lease_current_now(
-        &self,
-        cancel: &CancellationToken,
-    ) -> Result<ToolPlanLease, PlanError> {
-        if cancel.is_cancelled() {
-            return Err(PlanError::Cancelled);
-        }
-        Ok(self.lease())
+    /// What [`lease_current`](ToolPlanSource::lease_current) resolves to, without a future,
+    /// for a caller whose token cannot be cancelled (the engine's own preparation).
+    pub(crate) fn lease_current_now(&self) -> ToolPlanLease {
+        self.lease()
     }
 
     /// What [`lease_generation`](ToolPlanSource::lease_generation) resolves to, without a
-    /// future.
-    pub(crate) fn lease_generation_now(
-        &self,
-        id: &PlanId,
-        cancel: &CancellationToken,
-    ) -> Result<ToolPlanLease, PlanError> {
-        if cancel.is_cancelled() {
-            return Err(PlanError::Cancelled);
-        }
+    /// future, for a caller whose token cannot be cancelled.
+    pub(crate) fn lease_generation_now(&self, id: &PlanId) -> Result<ToolPlanLease, PlanError> {
         if id != &self.core.header().id {
             return Err(PlanError::UnknownGeneration(id.clone()));
         }
@@ -603,7 +591,12 @@ impl ToolPlanSource for StaticToolPlanSource {
         &'a self,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
-        Box::pin(async move { self.lease_current_now(cancel) })
+        Box::pin(async move {
+            if cancel.is_cancelled() {
+                return Err(PlanError::Cancelled);
+            }
+            Ok(self.lease_current_now())
+        })
     }
 
     fn lease_generation<'a>(
@@ -611,6 +604,11 @@ impl ToolPlanSource for StaticToolPlanSource {
         id: &'a PlanId,
         cancel: &'a CancellationToken,
     ) -> BoxFuture<'a, Result<ToolPlanLease, PlanError>> {
-        Box::pin(async move { self.lease_generation_now(id, cancel) })
+        Box::pin(async move {
+            if cancel.is_cancelled() {
+                return Err(PlanError::Cancelled);
+            }
+            self.lease_generation_now(id)
+        })
     }
 }
