@@ -955,10 +955,12 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
 
 /// The single path every run ends through.
 async fn finalize(shared: &Arc<RunShared>, state: LoopState, result: Result<(), RunError>) {
-    shared.begin_finishing();
+    let interacting = shared.begin_finishing();
     let mut outcome = result.map_err(|failure| classify(shared, failure));
     shared.cancel.cancel();
-    shared.wait_for_interactions().await;
+    if interacting {
+        shared.wait_for_interactions().await;
+    }
     let timeout = shared.engine.options.finalization_timeout;
     if let Err(error) = release_bounded(&shared.lease, timeout).await {
         outcome = Err(RunError::with(FailureCode::PlanReleaseFailed, error));

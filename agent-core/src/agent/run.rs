@@ -395,21 +395,22 @@ impl RunShared {
         }
     }
 
-    /// First step of finalization: no suspension can start any more.
-    pub(crate) fn begin_finishing(&self) {
+    /// First step of finalization: no suspension or interaction can start any more.
+    /// Returns whether interactions are still open; none opens from now on, so without
+    /// any there is nothing to wait for.
+    pub(crate) fn begin_finishing(&self) -> bool {
         let mut state = self.state();
         state.finishing = true;
+        let interacting = state.active_interactions > 0;
         if state.suspend == SuspendSlot::Requested {
             state.suspend = SuspendSlot::Refused(SuspendError::Finished);
             drop(state);
             self.notify();
         }
+        interacting
     }
 
     pub(crate) async fn wait_for_interactions(&self) {
-        if self.state().active_interactions == 0 {
-            return;
-        }
         loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
