@@ -321,12 +321,14 @@ pub(crate) fn drive(
 
 /// The terminal classification comes from the run's own token only.
 fn classify(shared: &RunShared, failure: RunError) -> RunError {
-    if shared.cancel.is_cancelled() && failure.code != FailureCode::Cancelled {
+    // Read once: each read takes the token's lock, and one reading decides both ways.
+    let cancelled = shared.cancel.is_cancelled();
+    if cancelled && failure.code != FailureCode::Cancelled {
         RunError {
             code: FailureCode::Cancelled,
             detail: failure.detail,
         }
-    } else if !shared.cancel.is_cancelled() && failure.code == FailureCode::Cancelled {
+    } else if !cancelled && failure.code == FailureCode::Cancelled {
         // Something else reported a cancellation while the run was alive.
         RunError {
             code: FailureCode::ToolFailed,
@@ -493,7 +495,9 @@ async fn model_turn(
     let response = match model_operation(shared, request).await {
         Ok(response) => response,
         Err(failure) => {
-            let failure = if shared.cancel.is_cancelled() {
+            // A failure already named a cancellation needs neither the token's lock nor a
+            // second copy of its name.
+            let failure = if failure.problem != "cancelled" && shared.cancel.is_cancelled() {
                 ModelFailure {
                     problem: "cancelled".to_owned(),
                     ..failure
