@@ -2,6 +2,7 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use tokio::sync::Notify;
@@ -208,6 +209,9 @@ pub(crate) struct RunShared {
     /// The first emission that failed where the caller could not report it (inside a
     /// dispatch: progress, a guard's interaction); the driver fails the call with it.
     emission_failure: Mutex<Option<RunError>>,
+    /// Whether `emission_failure` may hold one, so the driver's check after every turn and
+    /// call reads a flag instead of taking the lock. Set and cleared under that lock.
+    emission_failed: AtomicBool,
     state: Mutex<RunState>,
     changed: Notify,
 }
@@ -234,6 +238,7 @@ impl RunShared {
             agent,
             emit_lock: tokio::sync::Mutex::new(()),
             emission_failure: Mutex::new(None),
+            emission_failed: AtomicBool::new(false),
             state: Mutex::new(RunState {
                 status: RunStatus::Running,
                 resume_reserved: false,
@@ -260,14 +265,22 @@ impl RunShared {
             .unwrap_or_else(PoisonError::into_inner);
         if slot.is_none() {
             *slot = Some(failure_for(error));
+            self.emission_failed.store(true, Ordering::Release);
         }
     }
 
+    /// The failure [`record_emission_failure`](Self::record_emission_failure) kept, if any.
+    /// A failure recorded while this runs is seen by the next call, as with the lock alone.
     pub(crate) fn take_emission_failure(&self) -> Option<RunError> {
-        self.emission_failure
+        if !self.emission_failed.load(Ordering::Acquire) {
+            return None;
+        }
+        let mut slot = self
+            .emission_failure
             .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take()
+            .unwrap_or_else(PoisonError::into_inner);
+        self.emission_failed.store(false, Ordering::Relaxed);
+        slot.take()
     }
 
     fn state(&self) -> MutexGuard<'_, RunState> {
