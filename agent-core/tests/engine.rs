@@ -246,6 +246,33 @@ async fn cancellation_emits_six_events_ending_in_cancelled() {
     assert_eq!(run.status(), RunStatus::Cancelled);
 }
 
+/// `start` files the run's token with its reservation: a shutdown reaches a started run,
+/// whether its task is waiting on the model or has not run yet, and a later start is refused.
+#[tokio::test]
+async fn shutdown_cancels_started_runs_and_refuses_later_starts() {
+    let bounded = std::time::Duration::from_secs(10);
+    let agent = AgentDefinition::new("a", "m", 1).unwrap();
+    for wait_for_the_model in [true, false] {
+        let (started, mut started_rx) = mpsc::unbounded_channel();
+        let engine = engine(Arc::new(BlockingProvider { started }), vec![]);
+        let run = engine.start(&agent, input()).await.unwrap();
+        if wait_for_the_model {
+            started_rx.recv().await.expect("model started");
+        }
+        tokio::time::timeout(bounded, engine.shutdown())
+            .await
+            .expect("shutdown drains the started run");
+        let error = run.wait().await.expect_err("cancelled");
+        assert!(error.is_cancelled(), "{wait_for_the_model}: {error}");
+        assert_eq!(run.status(), RunStatus::Cancelled);
+        assert_eq!(engine.live_runs(), 0);
+        assert_eq!(
+            engine.start(&agent, input()).await.unwrap_err(),
+            StartError::Closed
+        );
+    }
+}
+
 #[tokio::test]
 async fn final_answer_is_kept_in_history() {
     let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {

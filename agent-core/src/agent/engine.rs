@@ -193,7 +193,7 @@ impl EngineBuilder {
                 observers: self.observers,
                 options: self.options,
                 registry: Mutex::new(Registry::default()),
-                closing: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
                 drained: Notify::new(),
                 setup: std::sync::OnceLock::new(),
                 identity: self.identity,

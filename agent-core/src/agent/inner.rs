@@ -53,7 +53,7 @@ pub(crate) struct EngineInner {
     /// before leasing anything, and a run committed in its reservation checks it before
     /// its task starts. Set under the lock together with [`Registry::closed`], which stays
     /// the authority every decision taken under the lock reads.
-    pub(super) closing: AtomicBool,
+    pub(super) closed: AtomicBool,
     /// Notified (only with `notify_waiters`) when a closed registry drained.
     pub(super) drained: Notify,
     /// Never cancelled: preparation has no deadline of its own. Created on first use.
@@ -75,14 +75,14 @@ impl EngineInner {
     pub(super) fn close_registry(&self) -> MutexGuard<'_, Registry> {
         let mut registry = self.registry();
         registry.closed = true;
-        self.closing.store(true, Ordering::Release);
+        self.closed.store(true, Ordering::Release);
         registry
     }
 
     /// Whether the registry is closed, without taking its lock: a run that reads `false`
     /// is ordered before the close, which then waits for it (and a shutdown cancels it).
     pub(super) fn is_closed(&self) -> bool {
-        self.closing.load(Ordering::Acquire)
+        self.closed.load(Ordering::Acquire)
     }
 
     /// The plan identity of a run over `lease`.
