@@ -253,7 +253,7 @@ impl Engine {
     }
 
     /// What [`prepare`](Self::prepare) holds, without the handle around it. With `filed`,
-    /// the reservation files the run's token at once (see [`Prepared::launch_filed`]).
+    /// the reservation files the run's token at once (see [`Prepared::launch`]).
     async fn prepare_fresh(
         &self,
         agent: &AgentDefinition,
@@ -291,7 +291,7 @@ impl Engine {
         let cancel = CancellationToken::new();
         self.prepare_fresh(agent, input, Some(&cancel))
             .await?
-            .launch_filed(cancel)
+            .launch(cancel)
     }
 
     /// Prepares a run that continues `snapshot` (suspended, failed or cancelled) under its
@@ -306,12 +306,18 @@ impl Engine {
     /// problems and never run again.
     pub async fn prepare_resume(&self, snapshot: Snapshot) -> Result<PreparedRun, StartError> {
         Ok(PreparedRun {
-            state: Some(self.prepare_import(snapshot).await?),
+            state: Some(self.prepare_import(snapshot, None).await?),
         })
     }
 
     /// What [`prepare_resume`](Self::prepare_resume) holds, without the handle around it.
-    async fn prepare_import(&self, snapshot: Snapshot) -> Result<Prepared, StartError> {
+    /// With `filed`, the reservation files the run's token at once, as for
+    /// [`prepare_fresh`](Self::prepare_fresh).
+    async fn prepare_import(
+        &self,
+        snapshot: Snapshot,
+        filed: Option<&CancellationToken>,
+    ) -> Result<Prepared, StartError> {
         snapshot.validate()?;
         if snapshot.status() == SnapshotStatus::Completed {
             return Err(StartError::NotResumable);
@@ -357,16 +363,17 @@ impl Engine {
         let start = Start::Resumed(Box::new(snapshot));
         let reservation = Reservation {
             release: Release::Forget,
-            filed: None,
+            filed,
         };
         self.reserve((id, counted), reservation, (lease, identity), log, start)
     }
 
     /// [`prepare_resume`](Self::prepare_resume) then commit under a fresh root.
     pub async fn resume(&self, snapshot: Snapshot) -> Result<Run, StartError> {
-        self.prepare_import(snapshot)
+        let cancel = CancellationToken::new();
+        self.prepare_import(snapshot, Some(&cancel))
             .await?
-            .launch(CancellationToken::new())
+            .launch(cancel)
     }
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
@@ -375,7 +382,7 @@ impl Engine {
             // check of the preparation's token, which is never cancelled.
             return Ok(match generation {
                 Some(id) => plans.lease_generation_now(id)?,
-                None => plans.lease_current_now(),
+                None => plans.lease(),
             });
         }
         let setup = self.inner.setup.get_or_init(CancellationToken::new);
@@ -601,11 +608,11 @@ impl Prepared {
         Ok(runtime)
     }
 
-    /// Starts the task of a run whose reservation filed `cancel`, unless the registry was
-    /// closed since: the same checks, in the same order, as [`file`](Self::file), without
-    /// its pass under the lock (a close that this run's check does not see is ordered
-    /// after the commit, as with `file`).
-    fn launch_filed(self, cancel: CancellationToken) -> Result<Run, StartError> {
+    /// Starts the task of a run whose reservation filed `cancel` (the direct start and
+    /// resume), unless the registry was closed since: the same checks, in the same order,
+    /// as [`file`](Self::file), without its pass under the lock (a close that this run's
+    /// check does not see is ordered after the commit, as with `file`).
+    fn launch(self, cancel: CancellationToken) -> Result<Run, StartError> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             self.abort_in_background();
             return Err(StartError::NoRuntime);
@@ -615,17 +622,6 @@ impl Prepared {
             return Err(StartError::Closed);
         }
         Ok(self.run(&runtime, cancel))
-    }
-
-    /// Files the run under `cancel` and starts its task at once.
-    fn launch(self, cancel: CancellationToken) -> Result<Run, StartError> {
-        match self.file(&cancel) {
-            Ok(runtime) => Ok(self.run(&runtime, cancel)),
-            Err(error) => {
-                self.abort_in_background();
-                Err(error)
-            }
-        }
     }
 
     /// Starts the task of a filed run.

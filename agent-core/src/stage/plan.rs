@@ -438,8 +438,10 @@ impl StaticToolPlanSource {
         &self.core.header().id
     }
 
-    /// Every lease shares the generation's core, and releasing one has nothing to do.
-    fn lease(&self) -> ToolPlanLease {
+    /// A lease of the one generation, what [`lease_current`](ToolPlanSource::lease_current)
+    /// resolves to: every lease shares the generation's core, and releasing one has
+    /// nothing to do.
+    pub(crate) fn lease(&self) -> ToolPlanLease {
         ToolPlanLease {
             core: self.core.clone(),
             release: None,
@@ -570,14 +572,8 @@ impl fmt::Debug for StaticToolPlanSource {
 }
 
 impl StaticToolPlanSource {
-    /// What [`lease_current`](ToolPlanSource::lease_current) resolves to, without a future,
-    /// for a caller whose token cannot be cancelled (the engine's own preparation).
-    pub(crate) fn lease_current_now(&self) -> ToolPlanLease {
-        self.lease()
-    }
-
     /// What [`lease_generation`](ToolPlanSource::lease_generation) resolves to, without a
-    /// future, for a caller whose token cannot be cancelled.
+    /// future, for a caller whose token cannot be cancelled (the engine's own preparation).
     pub(crate) fn lease_generation_now(&self, id: &PlanId) -> Result<ToolPlanLease, PlanError> {
         if id != &self.core.header().id {
             return Err(PlanError::UnknownGeneration(id.clone()));
@@ -595,7 +591,7 @@ impl ToolPlanSource for StaticToolPlanSource {
             if cancel.is_cancelled() {
                 return Err(PlanError::Cancelled);
             }
-            Ok(self.lease_current_now())
+            Ok(self.lease())
         })
     }
 
