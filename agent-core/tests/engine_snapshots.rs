@@ -1101,6 +1101,43 @@ async fn engine_shutdown_waits_for_a_reserved_resume_decision() {
     assert_eq!(after, [EventKind::RunCancelled, EventKind::TurnCompleted]);
 }
 
+/// `resume` files the run's token with its reservation, as `start` does: shutdown reaches
+/// the resumed run while it waits on the model and before its task ever ran, and refuses
+/// every later import.
+#[tokio::test]
+async fn shutdown_cancels_resumed_runs_and_refuses_later_resumes() {
+    let engine1 = read_engine();
+    let (original, snapshot) = suspended(&engine1).await;
+    for wait_for_the_model in [true, false] {
+        let (signal, mut signalled) = signal();
+        let blocking = FaultProvider::new(vec![Script::steps([Step::Block])], Some(signal));
+        let engine2 = engine(blocking, vec![ScriptTool::read(Act::Succeed).arc()]);
+        let resumed = engine2.resume(snapshot.clone()).await.expect("resumes");
+        if wait_for_the_model {
+            within("the model", signalled.recv())
+                .await
+                .expect("the resumed run asks the model");
+        }
+        within("the shutdown", engine2.shutdown()).await;
+        let error = within("the resumed run", resumed.wait())
+            .await
+            .expect_err("cancelled");
+        assert!(error.is_cancelled(), "{wait_for_the_model}: {error}");
+        assert_eq!(resumed.status(), RunStatus::Cancelled);
+        assert_eq!(kinds(&resumed).last(), Some(&EventKind::RunCancelled));
+        assert_eq!(engine2.live_runs(), 0);
+        assert_eq!(
+            engine2.resume(snapshot.clone()).await.expect_err("closed"),
+            StartError::Closed
+        );
+    }
+    original.cancel();
+    within("the original", original.wait())
+        .await
+        .expect_err("cancelled while suspended");
+    drained(&engine1).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Run identity across imports
 // ---------------------------------------------------------------------------------------
