@@ -13,7 +13,10 @@
 //!   guards).
 //!
 //! Every variant clones the one [`Call`] once per iteration (the direct call by hand, the
-//! dispatcher internally), so the differences are the layers' own cost. Run with
+//! dispatcher internally), so the differences are the layers' own cost. The same process
+//! then times the floors of the pipeline's contracts (`dispatch/floor_<id>`): the plain
+//! tokio, tokio-util and std operations each contract makes every call pay, with none of the
+//! kernel's code around them. Run with
 //! `cargo bench -p agent-core --bench dispatch`; results are recorded in
 //! `docs/performance.md`.
 
@@ -32,6 +35,11 @@ use agent_core::tool::{
 use criterion::{Criterion, criterion_group, criterion_main};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+#[path = "support/contained.rs"]
+mod contained;
+
+use contained::Contained;
 
 /// Answers every call with a fixed success, so the benchmark measures the layers around it.
 struct Echo(Definition);
@@ -171,7 +179,35 @@ fn dispatch(c: &mut Criterion) {
                 .iter(|| layers.dispatch(black_box(request)));
         });
     }
+
+    // "Every layer answers through its trait's boxed future, and a call into a layer the
+    // pipeline does not own is contained": the composed layer and each guard's rest of the
+    // pipeline are one such future each above the dispatcher's own.
+    group.bench_function("floor_boxed_contained_layer", |b| {
+        b.to_async(&runtime).iter(|| async {
+            let future: contained::BoxFuture<'_, &Call> = Box::pin(async { black_box(&call) });
+            black_box(Contained(future).await)
+        });
+    });
+    // "Guards see only the scope the pipeline bound to the call": the by-value copy bound
+    // in a task-local for the call's future, compared once below, and dropped.
+    group.bench_function("floor_scope_binding", |b| {
+        b.to_async(&runtime).iter(|| {
+            BOUND.scope(black_box(&scope).clone(), async {
+                BOUND.with(|bound| *bound == scope)
+            })
+        });
+    });
+    // "A cancelled call never reaches the next guard": one check of the public token.
+    group.bench_function("floor_cancellation_check", |b| {
+        b.iter(|| black_box(&cancel).is_cancelled());
+    });
     group.finish();
+}
+
+tokio::task_local! {
+    /// The scope a call is bound to, as the composed layer binds it.
+    static BOUND: DispatchScope;
 }
 
 criterion_group!(benches, dispatch);

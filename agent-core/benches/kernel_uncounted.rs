@@ -8,6 +8,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 
+#[path = "support/contained.rs"]
+mod contained;
 #[path = "support/floors.rs"]
 mod floors;
 #[path = "support/kernel_workloads.rs"]

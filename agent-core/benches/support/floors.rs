@@ -6,18 +6,16 @@
 //! workload needs them.
 
 use std::collections::{HashMap, VecDeque};
-use std::future::Future;
 use std::hint::black_box;
-use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 
 use criterion::Criterion;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::contained::{BoxFuture, Contained};
 
 /// What a run's waiter waits on: a flag set once and the wake-up that follows it.
 struct Done {
@@ -30,24 +28,6 @@ struct Entry {
     _envelope: [u64; 20],
     bytes: usize,
 }
-
-/// Polls `future` once inside `catch_unwind`, as the kernel contains every call into user code.
-struct Contained<F>(F);
-
-impl<F: Future + Unpin> Future for Contained<F> {
-    type Output = Option<F::Output>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = &mut self.0;
-        match catch_unwind(AssertUnwindSafe(|| Pin::new(inner).poll(cx))) {
-            Ok(Poll::Ready(output)) => Poll::Ready(Some(output)),
-            Ok(Poll::Pending) => Poll::Pending,
-            Err(_) => Poll::Ready(None),
-        }
-    }
-}
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Times every floor as `<group>/floor_<id>` on `runtime` (the workloads' current-thread one).
 pub(crate) fn bench(c: &mut Criterion, runtime: &Runtime, group: &str) {
