@@ -185,7 +185,7 @@ fn dispatch(c: &mut Criterion) {
     // pipeline are one such future each above the dispatcher's own.
     group.bench_function("floor_boxed_contained_layer", |b| {
         b.to_async(&runtime).iter(|| async {
-            let future: contained::BoxFuture<'_, &Call> = Box::pin(async { black_box(&call) });
+            let future: BoxFuture<'_, &Call> = Box::pin(async { black_box(&call) });
             black_box(Contained(future).await)
         });
     });

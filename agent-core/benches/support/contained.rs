@@ -21,6 +21,3 @@ impl<F: Future + Unpin> Future for Contained<F> {
         }
     }
 }
-
-/// The boxed future the kernel's public traits return.
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

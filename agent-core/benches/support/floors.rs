@@ -10,12 +10,13 @@ use std::hint::black_box;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use agent_core::BoxFuture;
 use criterion::Criterion;
 use tokio::runtime::Runtime;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::contained::{BoxFuture, Contained};
+use crate::contained::Contained;
 
 /// What a run's waiter waits on: a flag set once and the wake-up that follows it.
 struct Done {
