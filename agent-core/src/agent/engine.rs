@@ -127,18 +127,21 @@ impl fmt::Debug for EngineBuilder {
 
 impl EngineBuilder {
     /// Where run ids come from (default: [`AtomicIdSource`]).
+    #[inline]
     pub fn ids(mut self, ids: Arc<dyn IdSource>) -> Self {
         self.ids = Some(ids);
         self
     }
 
     /// The clock that stamps events (default: [`SystemClock`]).
+    #[inline]
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = Some(clock);
         self
     }
 
     /// Who answers interactions (default: [`UnavailableBroker`](crate::interaction::UnavailableBroker)).
+    #[inline]
     pub fn broker(mut self, broker: Arc<dyn Broker>) -> Self {
         self.broker = Some(broker);
         self
@@ -151,6 +154,7 @@ impl EngineBuilder {
     }
 
     /// Replaces the options.
+    #[inline]
     pub fn options(mut self, options: EngineOptions) -> Self {
         self.options = options;
         self
@@ -179,6 +183,7 @@ impl EngineBuilder {
     }
 
     /// Validates the options and builds the engine.
+    #[inline]
     pub fn build(self) -> Result<Engine, EngineError> {
         self.options.validate()?;
         Ok(Engine {
@@ -221,6 +226,7 @@ impl fmt::Debug for Engine {
 
 impl Engine {
     /// A builder over the two required parts.
+    #[inline]
     pub fn builder(provider: Arc<dyn ModelProvider>, plans: impl Into<ToolPlans>) -> EngineBuilder {
         EngineBuilder {
             provider,
