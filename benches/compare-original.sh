@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # Runs the original system's kernel benchmark and ours alternately and prints, per workload,
-# each side's lowest median, its allocations per operation and the ratios.
+# each side's lowest median, its allocations per operation and the ratios; with
+# --instructions, counts each side's instructions per iteration under callgrind instead.
 # Documented in docs/performance.md ("Side by side with the original"). Run by hand, not by CI.
 #
-#   benches/compare-original.sh [--rounds N] [--counted] <clone of spice-agent> <go binary>
+#   benches/compare-original.sh [--rounds N] [--counted | --instructions] <clone of spice-agent> <go binary>
 set -euo pipefail
 
 usage() {
     cat >&2 <<'USAGE'
-usage: benches/compare-original.sh [--rounds N] [--counted] <original-clone> <go-binary>
+usage: benches/compare-original.sh [--rounds N] [--counted | --instructions] <original-clone> <go-binary>
 
   <original-clone>  a work tree of spice-framework/spice-agent (holds agent/runtime_benchmark_test.go)
   <go-binary>       the go command to build it with (GOTOOLCHAIN defaults to local)
   --rounds N        alternations of the two benchmarks, at least 3 (default 3)
   --counted         time our side with its counting allocator (bench `kernel`) instead of
                     the plain system allocator (bench `kernel_uncounted`, the default)
+  --instructions    time nothing: count both sides' instructions per iteration with
+                    valgrind's callgrind (each workload run at two iteration counts, the
+                    difference divided by the extra iterations); the same on any load
 
 Our allocation counts always come from one run of bench `kernel` before the first round.
 
@@ -30,6 +34,7 @@ die() {
 
 rounds=3
 timing=kernel_uncounted
+mode="time"
 while [ $# -gt 0 ]; do
     case "$1" in
         --rounds)
@@ -45,6 +50,10 @@ while [ $# -gt 0 ]; do
             timing=kernel
             shift
             ;;
+        --instructions)
+            mode=instructions
+            shift
+            ;;
         -h | --help) usage ;;
         --) shift; break ;;
         -*) printf 'compare-original: unknown option %s\n' "$1" >&2; usage ;;
@@ -56,6 +65,9 @@ case "$rounds" in
     '' | *[!0-9]*) die "--rounds must be a whole number, got '$rounds'" ;;
 esac
 [ "$rounds" -ge 3 ] || die "--rounds must be at least 3, got $rounds"
+if [ "$mode" = instructions ] && [ "$timing" = kernel ]; then
+    die "--counted times the counting allocator; --instructions times nothing"
+fi
 
 original="$1"
 go_bin="$2"
@@ -71,6 +83,9 @@ case "$go_version" in
     *) die "$go_bin does not look like the go command ('$go_bin version' said: $go_version)" ;;
 esac
 command -v cargo >/dev/null 2>&1 || die "cargo is not on PATH"
+if [ "$mode" = instructions ]; then
+    command -v valgrind >/dev/null 2>&1 || die "--instructions needs valgrind on PATH"
+fi
 
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 original="$(cd "$original" && pwd)"
@@ -97,14 +112,88 @@ go_name() {
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# Every figure taken, as "side workload value" lines (timings: the lowest counts).
+best="$work/best"
+: >"$best"
+record() { # side workload value
+    printf '%s %s %s\n' "$1" "$2" "$3" >>"$best"
+}
+
+# --instructions: each workload runs $short_run and then $long_run iterations in a process of
+# its own; the difference of the two processes' instruction totals, divided by the extra
+# iterations, is one iteration's cost with the process's setup, the benchmark's warm-up and
+# the first iterations' growth taken out, on both sides alike.
+short_run=500
+long_run=2500
+
+# Instructions callgrind counted in the whole process of the command given.
+callgrind_total() { # log command...
+    local log="$1" total
+    shift
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >"$log" 2>&1 ||
+        { cat "$log" >&2; die "under callgrind, this failed: $*"; }
+    total="$(sed -n 's/^==[0-9]*== Collected : \([0-9]*\)$/\1/p' "$log")"
+    [ -n "$total" ] || { cat "$log" >&2; die "callgrind printed no total for: $*"; }
+    printf '%s\n' "$total"
+}
+
+count_instructions() {
+    local fixed w name side n short long total
+    (cd "$repo" && cargo bench -p agent-core --bench kernel_fixed --no-run --message-format=json) \
+        >"$work/cargo-build.log" 2>"$work/cargo-build.err" ||
+        { cat "$work/cargo-build.err" >&2; die "our fixed-iteration runner does not build"; }
+    fixed="$(sed -n 's/.*"executable":"\([^"]*kernel_fixed[^"]*\)".*/\1/p' "$work/cargo-build.log" | tail -n 1)"
+    [ -x "$fixed" ] || die "cargo named no kernel_fixed executable"
+    echo "counting (each side's workloads at $short_run and $long_run iterations)"
+    for w in $workloads; do
+        name="$(go_name "$w")"
+        for n in "$short_run" "$long_run"; do
+            # Assignments, so that a failure inside the substitutions stops the script. The
+            # test binary runs in its package's directory, as `go test` runs it; without
+            # asynchronous preemption, whose signals (SIGURG) callgrind's signal tracking
+            # fails an assertion on (a goroutine is then preempted at calls only, which a
+            # benchmark on one P with goroutines that block or return does not notice).
+            total="$(cd "$original/agent" && GODEBUG=asyncpreemptoff=1 callgrind_total "$work/go-$w-$n.log" \
+                "$work/original.test" -test.run '^$' -test.bench "^$name\$" \
+                -test.benchtime="${n}x" -test.count=1 -test.cpu=1)"
+            record original "$w" "$total"
+            total="$(callgrind_total "$work/ours-$w-$n.log" "$fixed" "$w" "$n")"
+            record ours "$w" "$total"
+        done
+    done
+    echo
+    printf 'Instructions per iteration ((total at %s - total at %s) / %s)\n\n' \
+        "$long_run" "$short_run" "$((long_run - short_run))"
+    printf '| workload | original | ours | ratio |\n| --- | ---: | ---: | ---: |\n'
+    for w in $workloads; do
+        for side in original ours; do
+            # Recorded in order: the short run's total, then the long run's.
+            read -r short long <<<"$(awk -v s="$side" -v w="$w" '$1 == s && $2 == w { printf "%s ", $3 }' "$best")"
+            printf '%s %s %s\n' "$side" "$w" "$(( (long - short) / (long_run - short_run) ))" >>"$work/per-iteration"
+        done
+        awk -v w="$w" '$2 == w { v[$1] = $3 } END {
+            printf "| %s | %d | %d | %.1fx |\n", w, v["original"], v["ours"], v["original"] / v["ours"] }' \
+            "$work/per-iteration"
+    done
+}
+
 printf 'original: %s (%s)\n' "$original" "$(git -C "$original" rev-parse --short HEAD 2>/dev/null || echo 'not a git work tree')"
 printf 'go:       %s\n' "$go_version"
 printf 'ours:     %s (%s)\n' "$repo" "$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
-printf 'rounds:   %s (our timings: bench %s)\n\n' "$rounds" "$timing"
+if [ "$mode" = time ]; then
+    printf 'rounds:   %s (our timings: bench %s)\n\n' "$rounds" "$timing"
+else
+    printf 'mode:     instructions per iteration (callgrind, %s and %s iterations)\n\n' \
+        "$short_run" "$long_run"
+fi
 
-echo "building both benchmarks once before the first round"
+echo "building both benchmarks"
 (cd "$original" && "$go_bin" test -c -o "$work/original.test" ./agent) >"$work/go-build.log" 2>&1 ||
     { cat "$work/go-build.log" >&2; die "the original's benchmark does not build"; }
+if [ "$mode" = instructions ]; then
+    count_instructions
+    exit 0
+fi
 (cd "$repo" && cargo bench -p agent-core --bench kernel --bench kernel_uncounted --no-run) \
     >"$work/cargo-build.log" 2>&1 ||
     { cat "$work/cargo-build.log" >&2; die "our kernel benchmarks do not build"; }
@@ -114,13 +203,6 @@ echo "counting our allocations (bench kernel, no timing)"
 (cd "$repo" && cargo bench -p agent-core --bench kernel -- count-only-no-such-benchmark) \
     >"$work/ours-counts.txt" 2>&1 ||
     { cat "$work/ours-counts.txt" >&2; die "our allocation count failed"; }
-
-# Lowest value seen so far per side and workload, as "side workload value" lines.
-best="$work/best"
-: >"$best"
-record() { # side workload value
-    printf '%s %s %s\n' "$1" "$2" "$3" >>"$best"
-}
 
 # The median's point estimate of bench id <id> in round <round>, in nanoseconds.
 criterion_median() { # id round

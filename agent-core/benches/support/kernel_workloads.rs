@@ -1,6 +1,7 @@
 //! The kernel reference workloads, shared by the `kernel` benchmark (which counts
-//! allocations with a counting global allocator) and `kernel_uncounted` (which times them on
-//! the plain system allocator); see `docs/performance.md`.
+//! allocations with a counting global allocator), `kernel_uncounted` (which times them on
+//! the plain system allocator) and `kernel_fixed` (which runs one of them a given number of
+//! times, for instruction counts); see `docs/performance.md`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -165,15 +166,46 @@ fn measure<F, Fut>(
         .bench_function(name, |b| b.to_async(runtime).iter(&run));
 }
 
+/// What is done with each workload: timed by criterion here, repeated a fixed number of
+/// times by `kernel_fixed`.
+pub(crate) trait Workloads {
+    /// Called once per workload, in the order of the reference, with the runtime it runs on.
+    fn workload<F, Fut>(&mut self, runtime: &Runtime, name: &str, run: F)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = u64>;
+}
+
+/// Times each workload as `<group>/<id>`; with `count`, counts its allocations first.
+struct Timed<'c> {
+    c: &'c mut Criterion,
+    group: &'c str,
+    count: Option<Count>,
+}
+
+impl Workloads for Timed<'_> {
+    fn workload<F, Fut>(&mut self, runtime: &Runtime, name: &str, run: F)
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = u64>,
+    {
+        measure(self.c, runtime, (self.group, self.count), name, run);
+    }
+}
+
 /// Times the four workloads as `<group>/<id>`; with `count`, counts their allocations first.
 pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
-    let counting = (group, count);
+    each(&mut Timed { c, group, count });
+}
+
+/// Builds the four workloads' engines on one runtime and hands each workload to `sink`.
+pub(crate) fn each(sink: &mut impl Workloads) {
     let runtime = runtime();
     let clock = fixed_clock();
 
     let idle_provider: Arc<dyn ModelProvider> =
         Arc::new(ScriptedProvider::new(|_: &ModelRequest| vec![completed()]));
-    measure(c, &runtime, counting, "engine_construction", || async {
+    sink.workload(&runtime, "engine_construction", || async {
         let engine = engine_with(idle_provider.clone(), clock.clone(), BTreeMap::new());
         engine.close().await;
         0
@@ -185,7 +217,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
     );
     let one_turn = AgentDefinition::new("benchmark", "scripted", 1).expect("agent");
     let text_input = input();
-    measure(c, &runtime, counting, "text_run", || async {
+    sink.workload(&runtime, "text_run", || async {
         let run = text_engine
             .start(&one_turn, text_input.clone())
             .await
@@ -211,7 +243,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
         vec![read_tool()],
     );
     let two_turns = AgentDefinition::new("benchmark", "scripted", 2).expect("agent");
-    measure(c, &runtime, counting, "tool_round", || async {
+    sink.workload(&runtime, "tool_round", || async {
         let run = tool_engine
             .start(&two_turns, text_input.clone())
             .await
@@ -227,7 +259,7 @@ pub(crate) fn bench(c: &mut Criterion, group: &str, count: Option<Count>) {
         }),
         vec![],
     );
-    measure(c, &runtime, counting, "cancellation", || async {
+    sink.workload(&runtime, "cancellation", || async {
         let run = cancel_engine
             .start(&one_turn, text_input.clone())
             .await
