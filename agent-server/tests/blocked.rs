@@ -447,7 +447,12 @@ const PROMPT_BYTES: usize = 16 << 10;
 /// queue, its stream buffer and the 64 KiB windows hold together.
 const CYCLES: usize = 400;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// One thread, so the daemon's tail task runs whenever a delta wakes it: it fills its send
+// buffers and blocks before its observer queue can overflow. On two workers a loaded host
+// could leave the woken task unpolled (tokio's LIFO slot is not stolen) while the cycles
+// overflowed the queue; the task then found room for its overload control, ended, and no
+// longer held the reconnect this test is about.
+#[tokio::test(flavor = "current_thread")]
 async fn an_exhausted_interaction_tail_ends_with_overload_facts_and_holds_a_reconnect() {
     use agent_core::interaction::{Broker, InteractionRequest, PendingDelta, Scope};
     use agent_daemon::pending::{PendingLimits, PendingRouter};
