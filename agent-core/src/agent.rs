@@ -70,6 +70,7 @@ mod ledger;
 mod options;
 mod release;
 mod run;
+mod run_task;
 mod snapshot;
 
 pub use definition::{AgentDefinition, AgentDefinitionError, MAX_AGENT_NAME_BYTES, MAX_TURNS};

@@ -116,6 +116,28 @@ async fn text_run_emits_six_events() {
     assert_eq!(engine.live_runs(), 0);
 }
 
+/// The second and later runs start on the task the run before them ended on (the engine
+/// reuses an ended run's task); each is still a whole run of its own.
+#[tokio::test]
+async fn runs_one_after_another_each_emit_their_own_six_events() {
+    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+        vec![StreamEvent::Completed {
+            usage: Usage::new(1, 1),
+        }]
+    }));
+    let engine = engine(provider, vec![]);
+    let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
+    for n in 1..=3 {
+        let run = engine.start(&agent, input()).await.unwrap();
+        assert_eq!(run.id(), format!("run-{n}"));
+        assert_eq!(run.wait().await.expect("completed").turns, 1);
+        assert_eq!(kinds(&run).len(), 6);
+        assert!(run.events().is_closed());
+    }
+    engine.close().await;
+    assert_eq!(engine.live_runs(), 0);
+}
+
 /// Answers with a tool call unless the last message is a tool result.
 fn tool_round_provider() -> Arc<dyn ModelProvider> {
     Arc::new(ScriptedProvider::new(|request: &ModelRequest| {
@@ -209,6 +231,38 @@ impl ModelProvider for BlockingProvider {
         let _ = self.started.send(());
         Box::pin(async { Ok(Box::new(Pending) as Box<dyn EventStream>) })
     }
+}
+
+/// Waves of concurrent tool rounds on two worker threads, where each run may take the task
+/// of a run that ended on its thread: every run completes with its own twelve events.
+#[test]
+fn concurrent_tool_rounds_on_two_workers_each_complete() {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_time()
+        .build()
+        .expect("runtime");
+    runtime.block_on(async {
+        let engine = engine(tool_round_provider(), vec![Arc::new(ReadTool::new())]);
+        let agent = AgentDefinition::new("benchmark", "scripted", 2).unwrap();
+        for _wave in 0..16 {
+            let runs: Vec<_> = (0..8)
+                .map(|_| {
+                    let (engine, agent) = (engine.clone(), agent.clone());
+                    tokio::spawn(async move {
+                        let run = engine.start(&agent, input()).await.expect("start");
+                        let output = run.wait().await.expect("completed");
+                        (output.turns, kinds(&run).len())
+                    })
+                })
+                .collect();
+            for run in runs {
+                assert_eq!(run.await.expect("joined"), (2, 12));
+            }
+        }
+        engine.close().await;
+        assert_eq!(engine.live_runs(), 0);
+    });
 }
 
 #[tokio::test]

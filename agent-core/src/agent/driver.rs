@@ -9,6 +9,7 @@ use super::ledger::{LedgerKey, Release};
 use super::release::release_bounded;
 use super::run::{EmitError, RunShared, SnapshotData, failure_for};
 use super::run::{Run, RunError, RunOutput};
+use super::run_task;
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
 use crate::event::EventLog;
 use crate::event::{
@@ -66,11 +67,10 @@ pub(crate) fn launch(
         agent,
         interaction_ids,
     );
-    // The task holds the driver boxed: tokio's task cell is cache-line aligned, so the
-    // allocator serves it by `memalign`, and moves it whole on every stage change; a small
-    // cell and a box the allocator's per-thread cache serves are both cheaper than one
-    // large cell.
-    runtime.spawn(Box::pin(drive(shared.clone(), loop_state)));
+    // The task holds the driver boxed, which lets one task run one run after another; a
+    // box the allocator's per-thread cache serves is also cheaper than a large task cell,
+    // which tokio aligns to a cache line.
+    run_task::spawn(runtime, Box::pin(drive(shared.clone(), loop_state)));
     Run::new(shared)
 }
 
