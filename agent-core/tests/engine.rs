@@ -83,14 +83,18 @@ fn events(run: &agent_core::agent::Run) -> Vec<Event> {
     page.events.iter().map(|e| e.event().clone()).collect()
 }
 
-#[tokio::test]
-async fn text_run_emits_six_events() {
-    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
+/// Answers every request with `completed` and nothing else: the text run's provider.
+fn text_provider() -> Arc<dyn ModelProvider> {
+    Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
         vec![StreamEvent::Completed {
             usage: Usage::new(1, 1),
         }]
-    }));
-    let engine = engine(provider, vec![]);
+    }))
+}
+
+#[tokio::test]
+async fn text_run_emits_six_events() {
+    let engine = engine(text_provider(), vec![]);
     let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
     let run = engine.start(&agent, input()).await.unwrap();
     assert_eq!(run.id(), "run-1");
@@ -120,12 +124,7 @@ async fn text_run_emits_six_events() {
 /// reuses an ended run's task); each is still a whole run of its own.
 #[tokio::test]
 async fn runs_one_after_another_each_emit_their_own_six_events() {
-    let provider = Arc::new(ScriptedProvider::new(|_: &ModelRequest| {
-        vec![StreamEvent::Completed {
-            usage: Usage::new(1, 1),
-        }]
-    }));
-    let engine = engine(provider, vec![]);
+    let engine = engine(text_provider(), vec![]);
     let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
     for n in 1..=3 {
         let run = engine.start(&agent, input()).await.unwrap();
