@@ -30,9 +30,8 @@ pub(crate) const IDLE_TASKS_PER_THREAD: usize = 4;
 
 /// Runs `run` on a task of `runtime`: an idle one this thread listed for that runtime, or a
 /// new one.
-pub(crate) fn spawn(runtime: &Handle, run: RunFuture) {
+pub(crate) fn spawn(runtime: &Handle, mut run: RunFuture) {
     let id = runtime.id();
-    let mut run = run;
     while let Some(mailbox) = take_listed(id) {
         match mailbox.hand(run) {
             Ok(()) => return,
@@ -252,6 +251,11 @@ mod tests {
         runtime.metrics().num_alive_tasks()
     }
 
+    /// Tasks alive in the runtime this is called in.
+    fn alive_here() -> usize {
+        Handle::current().metrics().num_alive_tasks()
+    }
+
     #[test]
     fn runs_one_after_another_reuse_one_task() {
         let rt = runtime();
@@ -289,7 +293,7 @@ mod tests {
                 }
                 tokio::task::yield_now().await;
                 assert_eq!(ran.load(Ordering::SeqCst), runs);
-                assert_eq!(Handle::current().metrics().num_alive_tasks(), runs);
+                assert_eq!(alive_here(), runs);
                 release.send_replace(true);
                 for finished in done {
                     finished.await.expect("finished");
@@ -354,7 +358,7 @@ mod tests {
         let rt = runtime();
         rt.block_on(async {
             one_run().await;
-            assert_eq!(Handle::current().metrics().num_alive_tasks(), 1);
+            assert_eq!(alive_here(), 1);
             let (done, ran) = oneshot::channel::<()>();
             spawn(
                 &Handle::current(),
@@ -366,7 +370,7 @@ mod tests {
             // The sender is dropped by the unwinding, so this ends with an error.
             assert!(ran.await.is_err());
             tokio::task::yield_now().await;
-            assert_eq!(Handle::current().metrics().num_alive_tasks(), 0);
+            assert_eq!(alive_here(), 0);
             assert_eq!(one_run().await, Handle::current().id());
         });
         assert_eq!(alive(&rt), 1);
