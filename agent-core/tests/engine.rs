@@ -241,7 +241,8 @@ fn concurrent_tool_rounds_on_two_workers_each_complete() {
         .enable_time()
         .build()
         .expect("runtime");
-    runtime.block_on(async {
+    // A lost hand-off would hang a run; the bound turns that into a failure.
+    let waves = async {
         let engine = engine(tool_round_provider(), vec![Arc::new(ReadTool::new())]);
         let agent = AgentDefinition::new("benchmark", "scripted", 2).unwrap();
         for _wave in 0..16 {
@@ -261,7 +262,10 @@ fn concurrent_tool_rounds_on_two_workers_each_complete() {
         }
         engine.close().await;
         assert_eq!(engine.live_runs(), 0);
-    });
+    };
+    runtime
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(60), waves).await })
+        .expect("every wave finished within 60 s");
 }
 
 #[tokio::test]
