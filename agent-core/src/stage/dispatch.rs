@@ -20,9 +20,10 @@ use crate::tool::{
 
 /// Who is dispatching: the run, its turn, the tool plan the run leased, and the run-bound
 /// [`Requester`] through which guards may ask the user. Every layer of a pipeline sees the
-/// same scope: an assembled pipeline keeps the scope it was called with and fails the call
-/// with [`ContractViolation::ScopeSubstituted`] when another one reaches its guards; a plan
-/// lease rejects a scope that names another plan id or fingerprint.
+/// same scope, requester included: an assembled pipeline keeps the scope it was called with
+/// and fails the call with [`ContractViolation::ScopeSubstituted`] when another one reaches
+/// its guards, so no layer can put a requester of its own before the guards; a plan lease
+/// rejects a scope that names another plan id or fingerprint.
 #[derive(Clone)]
 pub struct DispatchScope {
     run_id: RunId,
@@ -44,17 +45,30 @@ impl fmt::Debug for DispatchScope {
     }
 }
 
-/// Scopes are equal when they name the same run, turn and plan; the requester is a
-/// capability, not an identity.
+/// Scopes are equal when they name the same run, turn and plan and carry the very same
+/// requester (one shared object, or none on both sides). The requester is a capability, so
+/// it compares by identity: another requester that answers alike is still another, which is
+/// what keeps a layer from answering the guards' questions itself.
 impl PartialEq for DispatchScope {
     fn eq(&self, other: &Self) -> bool {
         // A pipeline compares the scope that reaches its guards with the clone it bound,
         // which shares every string: equal pointers settle most comparisons.
         let same = crate::text::same_text;
         self.turn == other.turn
+            && same_requester(self.requester.as_ref(), other.requester.as_ref())
             && same(self.run_id.as_arc(), other.run_id.as_arc())
             && same(self.plan_id.as_arc(), other.plan_id.as_arc())
             && same(&self.plan_fingerprint, &other.plan_fingerprint)
+    }
+}
+
+/// Whether two scopes carry the same requester object (`Arc::ptr_eq` ignores the vtable,
+/// which may differ between codegen units for one object).
+fn same_requester(a: Option<&Arc<dyn Requester>>, b: Option<&Arc<dyn Requester>>) -> bool {
+    match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+        _ => false,
     }
 }
 
@@ -133,22 +147,12 @@ impl DispatchScope {
         })
     }
 
-    /// The same scope, letting guards ask the user through `requester`.
+    /// The same run, turn and plan, letting guards ask the user through `requester`. The
+    /// result is another scope than `self` (scopes compare their requesters by identity), so
+    /// a layer inside a pipeline that swaps the requester fails the call.
     pub fn with_requester(mut self, requester: Arc<dyn Requester>) -> Self {
         self.requester = Some(requester);
         self
-    }
-
-    /// The same identity without the requester (which is a capability, not part of what
-    /// two scopes compare), for a pipeline's binding.
-    pub(crate) fn without_requester(&self) -> Self {
-        DispatchScope {
-            run_id: self.run_id.clone(),
-            turn: self.turn,
-            plan_id: self.plan_id.clone(),
-            plan_fingerprint: self.plan_fingerprint.clone(),
-            requester: None,
-        }
     }
 
     /// Asks the run's user; [`UnavailableRequester`] when the scope has no requester.
@@ -248,8 +252,9 @@ pub enum ContractViolation {
     /// dispatching; the panic was contained and the call failed.
     #[error("a tool dispatch layer panicked")]
     LayerPanicked,
-    /// The scope that reached the guards is not the one the pipeline was called with: a
-    /// layer substituted it. No guard or tool code ran.
+    /// The scope that reached the guards is not the one the pipeline was called with (it
+    /// names another run, turn or plan, or carries another requester): a layer substituted
+    /// it. No guard or tool code ran, and no question reached either requester.
     #[error("the dispatch scope was substituted inside the pipeline")]
     ScopeSubstituted,
     /// A dispatch re-entered the pipeline it is running in (a guard dispatching through its
@@ -744,5 +749,32 @@ impl<T: ToolDispatcher + ?Sized> ToolDispatcher for Arc<T> {
 
     fn guard_digest(&self) -> Option<&str> {
         (**self).guard_digest()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scope() -> DispatchScope {
+        let plan = PlanId::new("static:test").expect("valid plan id");
+        DispatchScope::new("run-1", 1, plan, format!("sha256:{}", "0".repeat(64)))
+            .expect("valid scope")
+    }
+
+    /// The requester is compared as the capability it is: by identity, never by what it
+    /// answers, and a scope without one differs from a scope with one.
+    #[test]
+    fn scopes_compare_their_requesters_by_identity() {
+        let user: Arc<dyn Requester> = Arc::new(UnavailableRequester);
+        let other: Arc<dyn Requester> = Arc::new(UnavailableRequester);
+        let bound = scope().with_requester(user.clone());
+
+        assert_eq!(bound, bound.clone(), "a clone shares the requester");
+        assert_eq!(bound, scope().with_requester(user), "the same object");
+        assert_ne!(bound, scope().with_requester(other), "an alike object");
+        assert_ne!(bound, scope(), "a requester removed");
+        assert_ne!(scope(), bound, "a requester added");
+        assert_eq!(scope(), scope(), "no requester on either side");
     }
 }

@@ -10,12 +10,14 @@
 //!
 //! The trust boundary: the composed layer binds the scope it was called with to the call
 //! (a task-local binding that lives exactly as long as the call's future), and the guarded
-//! layer refuses the call unless the scope that reaches it is that one, by value (run id,
-//! turn, plan id, plan fingerprint) and bound by this very pipeline. So a decorator cannot
-//! hand its guards a forged scope, a dispatch that a decorator moves to another task finds no
-//! binding and fails closed, and a guard that dispatches through its own pipeline (or a plan
-//! lease over it) while it evaluates finds its own binding and is refused before anything
-//! runs. Panics of decorators are contained here too and fail the call.
+//! layer refuses the call unless the scope that reaches it is that one (the same run id,
+//! turn, plan id and plan fingerprint, and the very same requester object) and bound by this
+//! very pipeline. So a decorator cannot hand its guards a forged scope, nor a requester of its
+//! own that would see and answer the questions the guards ask the user; a dispatch that a
+//! decorator moves to another task finds no binding and fails closed; and a guard that
+//! dispatches through its own pipeline (or a plan lease over it) while it evaluates finds its
+//! own binding and is refused before anything runs. Panics of decorators are contained here
+//! too and fail the call.
 
 use std::fmt;
 use std::sync::Arc;
@@ -268,7 +270,8 @@ impl ToolDispatcher for ComposedDispatcher {
         }
         let binding = Binding {
             pipeline: self.pipeline,
-            scope: request.scope.without_requester(),
+            // The whole scope, requester included: the guards ask the user through it.
+            scope: request.scope.clone(),
         };
         let panicked = || DispatchError::Contract(ContractViolation::LayerPanicked);
         Box::pin(BOUND.scope(binding, async move {
