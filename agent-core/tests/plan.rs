@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use agent_core::compose::BoxError;
 use agent_core::stage::{
-    DispatchError, DispatchRequest, Dispatcher, PlanError, PlanId, ReleaseError,
+    DispatchError, DispatchRequest, Dispatcher, PipelineError, PlanError, PlanId, ReleaseError,
     StaticToolPlanSource, ToolDispatcher, ToolPlanLease, ToolPlanSource, compose_pipeline,
 };
 use agent_core::tool::{BoxFuture, Definition, NoopReporter};
@@ -223,6 +223,62 @@ async fn a_static_source_never_substitutes_a_generation() {
             .unwrap_err(),
         PlanError::Cancelled
     );
+}
+
+/// Where a [`PanickingBase`] panics while a plan is built over it.
+#[derive(Clone, Copy, Debug)]
+enum PanicIn {
+    Definitions,
+    GuardDigest,
+}
+
+/// A dispatcher that panics when asked for its definitions or its guards' digest.
+struct PanickingBase(PanicIn);
+
+impl ToolDispatcher for PanickingBase {
+    fn definitions(&self) -> &[Definition] {
+        match self.0 {
+            PanicIn::Definitions => panic!("{INJECTED}"),
+            PanicIn::GuardDigest => &[],
+        }
+    }
+
+    fn dispatch<'a>(
+        &'a self,
+        request: DispatchRequest<'a>,
+    ) -> BoxFuture<'a, Result<agent_core::tool::ToolResult, DispatchError>> {
+        // Never reached: no plan is built over this dispatcher.
+        let name = request.call.name().to_owned();
+        Box::pin(async move { Err(DispatchError::Undeclared { name }) })
+    }
+
+    fn guard_digest(&self) -> Option<&str> {
+        match self.0 {
+            PanicIn::Definitions => None,
+            PanicIn::GuardDigest => panic!("{INJECTED}"),
+        }
+    }
+}
+
+/// `StaticToolPlanSource::new` reports a panicking dispatcher as `compose_pipeline` does: a
+/// typed error, no unwind into the caller.
+#[test]
+fn a_static_source_contains_a_panic_of_its_dispatcher() {
+    quiet_injected_panics();
+    for at in [PanicIn::Definitions, PanicIn::GuardDigest] {
+        let base: Arc<dyn ToolDispatcher> = Arc::new(PanickingBase(at));
+        let built = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            StaticToolPlanSource::new(base)
+        }));
+        let Ok(outcome) = built else {
+            panic!("{at:?}: the panic unwound into the caller");
+        };
+        let error = outcome
+            .err()
+            .unwrap_or_else(|| panic!("{at:?}: built a plan"));
+        assert_eq!(error, PipelineError::BasePanicked, "{at:?}");
+        assert!(!error.to_string().contains(INJECTED), "{at:?}");
+    }
 }
 
 #[tokio::test]

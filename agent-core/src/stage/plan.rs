@@ -16,6 +16,7 @@ use super::dispatch::{
 use super::pipeline::PipelineError;
 use super::plan_id::PlanId;
 use crate::future::BoxFuture;
+use crate::panic::contained;
 use crate::text::format_arc;
 use crate::tool::{Definition, ToolFacts, ToolResult};
 
@@ -405,10 +406,15 @@ pub struct StaticToolPlanSource {
 impl StaticToolPlanSource {
     /// Adapts a shared `dispatcher`, such as the pipeline a `compose!` graph assembles. A
     /// dispatcher that is not a composed pipeline is used as one without guards or
-    /// decorators: the plan itself freezes its definitions.
+    /// decorators: the plan itself freezes its definitions. A panic of the dispatcher while
+    /// it reports its definitions or guards is contained, as
+    /// [`compose_pipeline`](super::compose_pipeline) contains it:
+    /// [`PipelineError::BasePanicked`].
     pub fn new(dispatcher: Arc<dyn ToolDispatcher>) -> Result<Self, PipelineError> {
+        let core = contained(|| LeaseCore::new(dispatcher, None))
+            .map_err(|()| PipelineError::BasePanicked)?;
         Ok(StaticToolPlanSource {
-            core: CoreRef::Own(Arc::new(LeaseCore::new(dispatcher, None))),
+            core: CoreRef::Own(Arc::new(core)),
         })
     }
 
