@@ -7,7 +7,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::os::unix::net::UnixListener;
 
 use agent_endpoint::localipc::{self, IpcError, MAX_ADDRESS_BYTES, MAX_BASE_NAME};
-use common::TempDir;
+use common::{TempDir, skip_or_fail};
 
 #[test]
 fn listener_is_private_connectable_and_removed_on_close() {
@@ -236,7 +236,7 @@ fn another_user_cannot_reach_a_socket_in_the_private_directory() {
     let output = match output {
         Ok(o) => o,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: python3 is not installed");
+            skip_or_fail("python3");
             listener.close();
             return;
         }

@@ -220,7 +220,7 @@ async fn another_uid_cannot_reach_the_daemon_socket() {
         .output();
     match output {
         Ok(output) => assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "denied"),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => eprintln!("skipped: no python3"),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => skip_or_fail("python3"),
         Err(e) => panic!("{e}"),
     }
     still_serving(&fixture).await;
