@@ -24,8 +24,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelledNotificationParam,
-    ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams, ProgressNotificationParam,
-    ServerCapabilities, ServerConfig, Tool,
+    ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
@@ -256,6 +256,7 @@ impl ServerHandler for Fault {
                 Ok(text("slept"))
             }
             "progress" => {
+                use rmcp::model::ProgressNotificationParam as Progress;
                 let steps = arg_u64(&params, "steps");
                 let token = params
                     .meta
@@ -267,7 +268,7 @@ impl ServerHandler for Fault {
                 for step in 1..=steps {
                     tokio::time::sleep(pause).await;
                     if let Some(token) = &token {
-                        let progress = ProgressNotificationParam::new(token.clone(), step as f64)
+                        let progress = Progress::new(token.clone(), step as f64)
                             .with_total(steps as f64)
                             .with_message(format!("step {step}"));
                         let _ = context.peer.notify_progress(progress).await;
