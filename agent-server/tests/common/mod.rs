@@ -21,6 +21,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+/// Whether `program` is a file in a directory of `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
 /// Ends a test whose tool from outside the Rust toolchain is missing (the rule of the
 /// README's test command): under `CI` (set and not empty, as `.ci/run` sets it) the test is
 /// required and fails; elsewhere it prints one line saying what to install, and passes.
