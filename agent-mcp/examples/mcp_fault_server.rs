@@ -12,6 +12,10 @@
 //! `FAULT_BIG_SCHEMA=1` it also lists `big_schema`, whose input schema is larger than the
 //! kernel's bound. With `FAULT_LIST_PAGES=N` it answers `tools/list` in N pages (the first
 //! N-1 pages one tool each, the last page the rest), chained by cursors.
+//!
+//! `progress` reports `steps` progress notifications (`i/steps`), then answers. With
+//! `FAULT_LIST_CHANGED_ON_INIT=1` it adds `extra_0` as soon as the client is initialized and
+//! announces the change unasked.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -71,6 +75,12 @@ impl Fault {
                 "sleep",
                 "Sleeps `ms` milliseconds, then answers.",
                 object(json!({"ms": {"type": "integer"}})),
+                read_only(),
+            ),
+            tool(
+                "progress",
+                "Reports `steps` progress notifications, then answers.",
+                object(json!({"steps": {"type": "integer"}})),
                 read_only(),
             ),
             tool(
@@ -226,6 +236,13 @@ impl ServerHandler for Fault {
         self.cancelled.fetch_add(1, Ordering::SeqCst);
     }
 
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if std::env::var_os("FAULT_LIST_CHANGED_ON_INIT").is_some() {
+            self.extra.store(1, Ordering::SeqCst);
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+    }
+
     async fn call_tool(
         &self,
         params: CallToolRequestParams,
@@ -237,6 +254,28 @@ impl ServerHandler for Fault {
             "sleep" => {
                 tokio::time::sleep(Duration::from_millis(arg_u64(&params, "ms"))).await;
                 Ok(text("slept"))
+            }
+            "progress" => {
+                use rmcp::model::ProgressNotificationParam as Progress;
+                let steps = arg_u64(&params, "steps");
+                let token = params
+                    .meta
+                    .as_ref()
+                    .and_then(|meta| meta.get_progress_token())
+                    .or_else(|| context.meta.get_progress_token());
+                // Spaced like a long-running call's progress, none sent with the answer.
+                let pause = Duration::from_millis(20);
+                for step in 1..=steps {
+                    tokio::time::sleep(pause).await;
+                    if let Some(token) = &token {
+                        let progress = Progress::new(token.clone(), step as f64)
+                            .with_total(steps as f64)
+                            .with_message(format!("step {step}"));
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
+                }
+                tokio::time::sleep(pause).await;
+                Ok(text(format!("{steps} steps")))
             }
             "add_note" | "slow_write" => {
                 tokio::time::sleep(Duration::from_millis(arg_u64(&params, "ms"))).await;

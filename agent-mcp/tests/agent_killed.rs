@@ -11,12 +11,7 @@ use serde_json::json;
 
 #[test]
 fn a_killed_agent_leaves_no_server_or_grandchild() {
-    let probe = fault_server().with_file_name("mcp-host-probe");
-    assert!(
-        probe.exists(),
-        "{} is missing: `cargo test -p agent-mcp` builds the examples",
-        probe.display()
-    );
+    let probe = agent_mcp_example("mcp-host-probe");
     let dir = std::env::temp_dir().join(format!("agent-mcp-killed-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let config = dir.join("mcp.json");

@@ -2,7 +2,8 @@
 //! guard applies to MCP tools as to compiled ones, and `agent tools` lists every tool with
 //! its origin, effect, replay safety and capabilities.
 //!
-//! The fault server is built by `cargo test --workspace` (an example of agent-mcp).
+//! The test builds the fault server itself (an example of agent-mcp, see
+//! `agent-mcp/tests/common/examples.rs`), so `cargo test -p coding-agent` needs nothing else.
 //! Compiled only without the `openai` feature, whose provider replaces the offline one.
 #![cfg(not(feature = "openai"))]
 
@@ -25,19 +26,11 @@ use serde_json::{Value, json};
 const AGENT: &str = env!("CARGO_BIN_EXE_agent");
 const PATIENCE: Duration = Duration::from_secs(30);
 
+#[path = "../../agent-mcp/tests/common/examples.rs"]
+mod agent_mcp_examples;
+
 fn fault_server() -> PathBuf {
-    let exe = std::env::current_exe().expect("test exe");
-    let path = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("examples/mcp-fault-server");
-    assert!(
-        path.exists(),
-        "{} is missing: run `cargo test --workspace` or `cargo build -p agent-mcp --example mcp-fault-server`",
-        path.display()
-    );
-    path
+    agent_mcp_examples::agent_mcp_example("mcp-fault-server")
 }
 
 fn config_text() -> String {

@@ -21,6 +21,26 @@ use tokio_util::sync::CancellationToken;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
+/// Whether `program` is a file in a directory of `PATH`.
+pub fn on_path(program: &str) -> bool {
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// Ends a test whose tool from outside the Rust toolchain is missing (the rule of the
+/// README's test command): under `CI` (set and not empty, as `.ci/run` sets it) the test is
+/// required and fails; elsewhere it prints one line saying what to install, and passes.
+pub fn skip_or_fail(needs: &str) {
+    if std::env::var_os("CI").is_some_and(|ci| !ci.is_empty()) {
+        panic!("CI is set, so this test is required: it needs {needs}");
+    }
+    // Written to stderr itself: the test harness captures `eprintln!` of passing tests.
+    let _ = std::io::Write::write_all(
+        &mut std::io::stderr(),
+        format!("skipped: needs {needs}\n").as_bytes(),
+    );
+}
+
 /// Every wait in these tests is bounded by this.
 pub const WAIT: Duration = Duration::from_secs(30);
 
