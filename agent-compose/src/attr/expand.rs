@@ -335,6 +335,10 @@ pub fn render(analysis: Analysis) -> TokenStream {
         #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
         #vis mod #fn_ident {
             #(#inner_aliases)*
+            // The factory's canonical path (`<crate>::<modules>::<factory>`, this module
+            // sharing the function's name) for its compiled identity: only code at the
+            // factory's site can know it (see `codegen::identity`).
+            pub const __FACTORY: &str = ::core::module_path!();
         }
 
         #domain_check
