@@ -48,11 +48,13 @@ pub enum Code {
     MissingDescription,
     /// A dependency's written type fits beans of two types that their paths tell apart.
     AmbiguousType,
+    /// A bean attribute is on an item that is not a complete function.
+    NotAFunction,
 }
 
 impl Code {
     /// Every code, in documentation order.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::AmbiguousDependency,
         Code::MissingDependency,
         Code::DependencyCycle,
@@ -72,6 +74,7 @@ impl Code {
         Code::UnknownCapability,
         Code::MissingDescription,
         Code::AmbiguousType,
+        Code::NotAFunction,
     ];
 
     /// The code as printed between brackets.
@@ -96,6 +99,7 @@ impl Code {
             Code::UnknownCapability => "unknown-capability",
             Code::MissingDescription => "missing-description",
             Code::AmbiguousType => "ambiguous-type",
+            Code::NotAFunction => "not-a-function",
         }
     }
 }

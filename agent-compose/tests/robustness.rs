@@ -9,6 +9,12 @@
 //! ```sh
 //! PROPTEST_CASES=10000 cargo test -p agent-compose --test robustness
 //! ```
+//!
+//! Every property expands in this process. A panic is caught and reported as the failing
+//! case; a stack overflow cannot be caught, and aborts the whole test process (SIGSEGV or
+//! SIGABRT), which the harness reports as a failure, never as a pass. Cases that parse near
+//! the nesting bound run on a thread with rustc's 8 MiB stack ([`on_rustc_stack`]), so an
+//! overflow there is an overflow rustc would have too.
 
 use agent_compose::__testing::finish;
 use agent_compose::attr::expand as bean;
@@ -199,7 +205,7 @@ fn corpus_errors_are_coded_and_spanned_at_the_offending_token() {
 #[test]
 fn a_bean_attribute_on_a_non_function_keeps_the_item() {
     let out = bean_attribute(BeanKind::Tool, TokenStream::new(), tokens("struct S;")).to_string();
-    assert!(out.contains("[unsupported-factory]"), "{out}");
+    assert!(out.contains("[not-a-function]"), "{out}");
     assert!(out.contains("struct S"), "{out}");
 }
 
@@ -259,6 +265,14 @@ fn soup(depth: u32) -> impl Strategy<Value = String> {
         "'c'",
         "true",
         "b\"x\"",
+        // The typed-tool grammar, so the soup reaches that path too.
+        "effect",
+        "replay",
+        "capabilities",
+        "read_only",
+        "safe",
+        "args",
+        "ToolContext",
     ])
     .prop_map(str::to_owned);
     leaf.prop_recursive(depth, 64, 8, |inner| {
@@ -656,5 +670,244 @@ proptest! {
         });
         let refused = out.contains("[nesting-too-deep]");
         prop_assert_eq!(refused, depth > agent_compose::nesting::MAX_DEPTH, "{} at depth {}", item, depth);
+    }
+}
+
+/// The typed-tool grammar: every argument a typed `#[tool]` reads, with valid and invalid
+/// values, duplicated and contradictory; and the argument-less words that make the
+/// attribute typed.
+fn typed_argument() -> impl Strategy<Value = String> {
+    let effect = prop::sample::select(vec![
+        "read_only",
+        "mutating",
+        "\"read_only\"",
+        "sideways",
+        "1",
+        "",
+    ]);
+    let replay = prop::sample::select(vec![
+        "safe",
+        "idempotent",
+        "unsafe",
+        "\"safe\"",
+        "never",
+        "",
+    ]);
+    let capability = prop::sample::select(vec![
+        "\"environment.read\"",
+        "\"environment.write\"",
+        "\"filesystem.read\"",
+        "\"filesystem.write\"",
+        "\"network.access\"",
+        "\"process.execute\"",
+        "\"secrets.read\"",
+        "\"disk.read\"",
+        "1",
+        "x",
+    ]);
+    prop_oneof![
+        effect.prop_map(|v| format!("effect = {v}")),
+        replay.prop_map(|v| format!("replay = {v}")),
+        prop::collection::vec(capability, 0..4)
+            .prop_map(|c| format!("capabilities = [{}]", c.join(", "))),
+        prop::sample::select(vec![
+            "effect",
+            "replay",
+            "capabilities",
+            "capabilities = \"filesystem.read\"",
+            "name = \"read\"",
+            "name = \"Bad Name\"",
+            "aliases = [\"r\"]",
+            "crate = agent_core",
+            "crate = 1",
+            "primary",
+            "order = 1",
+        ])
+        .prop_map(str::to_owned),
+    ]
+}
+
+/// One parameter of a typed tool: `#[args]`, the call context (by type or `#[context]`),
+/// dependencies, and the shapes a tool cannot take.
+fn typed_param() -> impl Strategy<Value = String> {
+    prop::sample::select(vec![
+        "#[args] a: A",
+        "#[args] b: B",
+        "#[args] #[args] a: A",
+        "#[args] (a, b): (A, B)",
+        "ctx: ToolContext<'_>",
+        "ctx: agent_core::tool::ToolContext<'_>",
+        "#[context] c: C",
+        "dep: Arc<D>",
+        "deps: Vec<Arc<D>>",
+        "#[qualifier(\"x\")] dep: Arc<D>",
+        "_: Arc<D>",
+        "x: &u8",
+        "x: impl Send",
+    ])
+    .prop_map(str::to_owned)
+}
+
+/// A typed tool's item: a function in all its forms, or an item that is not one.
+/// `(item, whether it is a complete function)`.
+fn typed_item() -> impl Strategy<Value = (String, bool)> {
+    let function = (
+        any::<bool>(),
+        any::<bool>(),
+        prop::collection::vec(typed_param(), 0..4),
+        prop::sample::select(vec!["", "-> u8", "-> Result<String, E>", "-> Json<T>"]),
+        prop::sample::select(vec!["<T>", ""]),
+        // A receiver is only valid Rust first in the list.
+        prop::sample::select(vec!["", "self", "&self"]),
+    )
+        .prop_map(|(doc, is_async, mut params, output, generics, receiver)| {
+            let doc = if doc { "/// Reads.\n" } else { "" };
+            let asyncness = if is_async { "async " } else { "" };
+            if !receiver.is_empty() {
+                params.insert(0, receiver.to_owned());
+            }
+            format!(
+                "{doc}pub {asyncness}fn f{generics}({}) {output} {{ todo!() }}",
+                params.join(", ")
+            )
+        })
+        .prop_map(|item| (item, true));
+    let other = prop::sample::select(vec![
+        "",
+        "pub struct Config;",
+        "struct S { #[args] a: A }",
+        "enum E { A }",
+        "impl S { fn f(#[args] a: A) {} }",
+        "trait T { fn f(#[args] a: A); }",
+        "const F: fn(#[args] A) = f;",
+        "static F: u8 = 1;",
+        "mod m { fn f(#[args] a: A) {} }",
+        "m!(fn f(#[args] a: A) {});",
+        "fn f(#[args] a: A);",
+        "/// Reads.\npub fn f(#[args] a: A) -> u8",
+        "type T = fn(#[args] A);",
+        "use a::b;",
+    ])
+    .prop_map(|item| (item.to_owned(), false));
+    prop_oneof![3 => function, 1 => other]
+}
+
+/// Every `compile_error!` the output holds starts with a stable code.
+fn every_error_is_coded(out: &str) -> bool {
+    out.matches("compile_error").count() == out.matches("compile_error ! { \"[").count()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(1000), failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// The typed-tool grammar, valid and not, on functions and on items that are not: a
+    /// coded error or an expansion, never a panic or a crash; `[not-a-function]` exactly
+    /// when the item is not a complete function; and each contradiction or duplicate of the
+    /// safety metadata reported with its code.
+    #[test]
+    fn typed_tools_are_coded_errors_or_expansions(
+        args in prop::collection::vec(typed_argument(), 0..6),
+        (item, is_function) in typed_item(),
+    ) {
+        let args_text = args.join(", ");
+        let (a, i) = (args_text.clone(), item.clone());
+        let out = on_rustc_stack(move || {
+            no_panic("typed tool", || bean_attribute(BeanKind::Tool, tokens(&a), tokens(&i)))
+        });
+        prop_assert!(every_error_is_coded(&out), "#[tool({})] {}: {}", args_text, item, out);
+        prop_assert_eq!(out.contains("[not-a-function]"), !is_function, "#[tool({})] {}: {}", args_text, item, out);
+        if !is_function {
+            prop_assert_eq!(out.matches("compile_error").count(), 1, "#[tool({})] {}: {}", args_text, item, out);
+            return Ok(());
+        }
+        let said = |word: &str| args.iter().filter(|a| a.as_str() == word).count();
+        let valid = |head: &str, values: &[&str]| {
+            values.iter().map(|v| said(&format!("{head} = {v}"))).sum::<usize>()
+        };
+        let effects = valid("effect", &["read_only", "mutating", "\"read_only\""]);
+        let replays = valid("replay", &["safe", "idempotent", "unsafe", "\"safe\""]);
+        if effects > 1 || replays > 1 {
+            prop_assert!(out.contains("[duplicate-attribute]"), "#[tool({})] {}: {}", args_text, item, out);
+        }
+        let unreadable = args.iter().any(|a| {
+            (a.starts_with("effect =") || a.starts_with("replay =")) && !a.contains('_') && !["replay = safe", "replay = idempotent", "replay = unsafe", "replay = \"safe\"", "effect = mutating"].contains(&a.as_str())
+        });
+        let typed = !args.is_empty() && args.iter().any(|a| ["effect", "replay", "capabilities"].iter().any(|w| a.starts_with(w)))
+            || item.contains("#[args]");
+        if typed && !unreadable && effects == 1 && replays == 1 {
+            let read_only = said("effect = read_only") + said("effect = \"read_only\"") == 1;
+            let safe = said("replay = safe") + said("replay = \"safe\"") == 1;
+            if read_only && !safe {
+                prop_assert!(out.contains("[read-only-replay]"), "#[tool({})] {}: {}", args_text, item, out);
+            }
+            if !read_only && safe {
+                prop_assert!(out.contains("[mutating-replay]"), "#[tool({})] {}: {}", args_text, item, out);
+            }
+        }
+        if typed && !unreadable && (effects == 0 || replays == 0) {
+            prop_assert!(out.contains("[missing-tool-safety]"), "#[tool({})] {}: {}", args_text, item, out);
+        }
+    }
+
+    /// A typed tool whose parameters nest around the bound: accepted up to it, one coded
+    /// error past it, never a crash (65 levels used to recurse through the typed path until
+    /// the stack overflowed).
+    #[test]
+    fn deep_typed_tools_are_bounded(depth in 55usize..75, in_args in any::<bool>()) {
+        use agent_compose::nesting::MAX_DEPTH;
+        let param = if in_args { "#[args] a: A" } else { "ctx: ToolContext<'_>" };
+        // The parameter list is one level; each parenthesized pattern group one more.
+        let item = format!(
+            "/// Reads.\npub fn f(#[args] x: X, y: {}u8{}, {param}) -> u8 {{ 1 }}",
+            "(".repeat(depth - 1),
+            ",)".repeat(depth - 1),
+        );
+        let i = item.clone();
+        let out = on_rustc_stack(move || {
+            no_panic("typed tool", || bean_attribute(BeanKind::Tool, tokens("effect = read_only, replay = safe"), tokens(&i)))
+        });
+        prop_assert!(every_error_is_coded(&out), "{}: {}", item, out);
+        let refused = out.contains("[nesting-too-deep]");
+        prop_assert_eq!(refused, depth > MAX_DEPTH, "{} at depth {}: {}", item, depth, out);
+        if refused {
+            prop_assert_eq!(out.matches("compile_error").count(), 1, "{}", out);
+        }
+    }
+}
+
+/// The inputs of the fuzz campaign that overflowed the stack, one by one.
+#[test]
+fn the_typed_inputs_that_overflowed_the_stack_are_coded_errors() {
+    let deep = format!(
+        "fn f({}#[args] a: A{}) {{}}",
+        "(".repeat(65),
+        ")".repeat(65)
+    );
+    let cases: Vec<(&str, String, &str)> = vec![
+        (
+            "effect = read_only, replay = safe",
+            "pub struct Config;".into(),
+            "[not-a-function]",
+        ),
+        ("effect", deep, "[nesting-too-deep]"),
+        ("replay", String::new(), "[not-a-function]"),
+        ("replay", "struct S;".into(), "[not-a-function]"),
+        ("replay", "fn f(#[args] a: A);".into(), "[not-a-function]"),
+        (
+            "replay",
+            "const F: fn(#[args] A) = f;".into(),
+            "[not-a-function]",
+        ),
+        ("", "fn f(#[args] a: A);".into(), "[not-a-function]"),
+    ];
+    for (args, item, code) in cases {
+        let i = item.clone();
+        let out = on_rustc_stack(move || {
+            no_panic("typed tool", || {
+                bean_attribute(BeanKind::Tool, tokens(args), tokens(&i))
+            })
+        });
+        assert!(out.contains(code), "#[tool({args})] {item}: {out}");
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
     }
 }

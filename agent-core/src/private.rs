@@ -346,3 +346,100 @@ impl std::fmt::Debug for Lifecycle {
             .finish()
     }
 }
+
+/// What `compose!` knows of one bean's compiled identity, and the one fact it cannot know:
+/// where the factory is.
+pub struct BeanIdentity {
+    /// `<kind>:<canonical name>`.
+    head: &'static str,
+    /// The digest of the version tag, kind, canonical name and signature.
+    signature: &'static str,
+    /// The factory's canonical path: `module_path!()` inside the factory's types module
+    /// (`<crate>::<modules>::<factory>`), written by the attribute at the factory's site, so
+    /// whatever path `compose!` reached it by gives the same text.
+    factory: &'static str,
+}
+
+impl BeanIdentity {
+    /// One bean's facts.
+    pub const fn new(head: &'static str, signature: &'static str, factory: &'static str) -> Self {
+        BeanIdentity {
+            head,
+            signature,
+            factory,
+        }
+    }
+
+    /// `<kind>:<name>@<hex>`, the hex the SHA-256 of the length-prefixed signature digest and
+    /// factory path.
+    fn identity(&self) -> String {
+        let digest =
+            crate::hash::fields_digest([self.signature.as_bytes(), self.factory.as_bytes()]);
+        format!("{}@{}", self.head, digest.as_str())
+    }
+}
+
+/// The compiled identities of a graph (`App::compiled_identities()`): computed on the first
+/// call from constants the compiler fixed, then the same slice for the rest of the process.
+pub struct CompiledIdentities {
+    beans: &'static [BeanIdentity],
+    owned: std::sync::OnceLock<Vec<String>>,
+    borrowed: std::sync::OnceLock<Vec<&'static str>>,
+}
+
+impl CompiledIdentities {
+    /// The identities of `beans`, not yet computed.
+    pub const fn new(beans: &'static [BeanIdentity]) -> Self {
+        CompiledIdentities {
+            beans,
+            owned: std::sync::OnceLock::new(),
+            borrowed: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Every bean's identity, sorted.
+    pub fn get(&'static self) -> &'static [&'static str] {
+        let owned = self.owned.get_or_init(|| {
+            let mut all: Vec<String> = self.beans.iter().map(BeanIdentity::identity).collect();
+            all.sort();
+            all.dedup();
+            all
+        });
+        self.borrowed
+            .get_or_init(|| owned.iter().map(String::as_str).collect())
+    }
+}
+
+#[cfg(test)]
+mod identity_tests {
+    use super::*;
+
+    static TWO: CompiledIdentities = CompiledIdentities::new(&[
+        BeanIdentity::new("tool:read", "00", "app::tools::read"),
+        BeanIdentity::new("bean:alpha", "00", "app::graph::alpha"),
+    ]);
+
+    #[test]
+    fn identities_are_sorted_hex_and_computed_once() {
+        let first = TWO.get();
+        assert_eq!(first.len(), 2);
+        assert!(first[0].starts_with("bean:alpha@"), "{first:?}");
+        assert!(first[1].starts_with("tool:read@"), "{first:?}");
+        let (_, hex) = first[0].split_once('@').unwrap_or_default();
+        assert_eq!(hex.len(), 64);
+        assert!(std::ptr::eq(first, TWO.get()));
+    }
+
+    #[test]
+    fn the_factory_path_is_part_of_the_identity() {
+        let a = BeanIdentity::new("bean:alpha", "00", "app::graph::alpha").identity();
+        let b = BeanIdentity::new("bean:alpha", "00", "app::other::alpha").identity();
+        let c = BeanIdentity::new("bean:alpha", "01", "app::graph::alpha").identity();
+        assert_ne!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(
+            a,
+            BeanIdentity::new("bean:alpha", "00", "app::graph::alpha").identity()
+        );
+    }
+}

@@ -18,6 +18,7 @@
 
 use crate::attr::args::{self, BeanKind, BeanMeta, Modifier};
 use crate::attr::signature;
+use crate::attr::typed;
 use crate::diag::{self, Code, Errors};
 use crate::key;
 use crate::location;
@@ -98,13 +99,50 @@ pub struct Analysis {
 }
 
 /// Expands `#[kind(args)]` on `item`.
+///
+/// The path is one-way: a typed tool is rewritten ([`typed::rewrite`]) and its factory
+/// analyzed here; nothing below this function expands again, so no input can make the
+/// expansion recurse (an item that cannot be rewritten goes through the plain pipeline,
+/// which reports why).
 pub fn expand(kind: BeanKind, args: TokenStream, item: TokenStream) -> TokenStream {
-    if kind == BeanKind::Tool && crate::attr::typed::is_typed(&args, &item) {
-        return crate::attr::typed::expand(args, item);
-    }
+    let (args, item) = if kind == BeanKind::Tool && typed::is_typed(&args, &item) {
+        match typed::rewrite(args, item) {
+            Ok(rewritten) => return expand_typed(rewritten),
+            Err(input) => input,
+        }
+    } else {
+        (args, item)
+    };
     match analyze(kind, args, item) {
         Ok(analysis) => render(analysis),
         Err(tokens) => tokens,
+    }
+}
+
+/// The factory of a rewritten typed tool through the pipeline, keyed as a tool.
+fn expand_typed(rewritten: typed::Rewritten) -> TokenStream {
+    let typed::Rewritten {
+        hidden_fn,
+        factory,
+        factory_args,
+        errors,
+    } = rewritten;
+    let own_errors = errors.to_compile_errors();
+    let mut analysis = match analyze(BeanKind::Tool, factory_args, factory) {
+        Ok(analysis) => analysis,
+        Err(tokens) => return quote!(#own_errors #hidden_fn #tokens),
+    };
+    let tool_key = typed::tool_key();
+    analysis.descriptor.key = key::of(&tool_key);
+    analysis.descriptor.keyed = Some(quote!(#tool_key));
+    if !errors.is_empty() {
+        analysis.descriptor.poisoned = true;
+    }
+    let rendered = render(analysis);
+    quote! {
+        #own_errors
+        #hidden_fn
+        #rendered
     }
 }
 
@@ -124,19 +162,7 @@ pub fn analyze(
     }
     let mut function: FactoryFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
-        Err(_) => {
-            let (what, span) = item_name(&item);
-            let err = diag::error(
-                Code::UnsupportedFactory,
-                span,
-                format!(
-                    "`#[{}]` applies to a function that builds the bean, not to {what}",
-                    kind.as_str()
-                ),
-            );
-            let errors = err.to_compile_error();
-            return Err(quote!(#errors #item));
-        }
+        Err(_) => return Err(not_a_function(kind, item)),
     };
     let mut errors = Errors::default();
     let mut meta = BeanMeta::default();
@@ -309,6 +335,10 @@ pub fn render(analysis: Analysis) -> TokenStream {
         #[allow(non_camel_case_types, dead_code, missing_docs, unreachable_pub)]
         #vis mod #fn_ident {
             #(#inner_aliases)*
+            // The factory's canonical path (`<crate>::<modules>::<factory>`, this module
+            // sharing the function's name) for its compiled identity: only code at the
+            // factory's site can know it (see `codegen::identity`).
+            pub const __FACTORY: &str = ::core::module_path!();
         }
 
         #domain_check
@@ -339,17 +369,33 @@ pub fn export_name(
         .call_site()
 }
 
-/// The expansion for an item too deeply nested to parse: the error, the item without the
-/// attributes this crate reads (they would expand again or fail to resolve), and, for a
-/// function, a poisoned descriptor under its name, so a `compose!` that lists it stays quiet.
-/// Qualifiers on its parameters are left in place.
-fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
+/// The expansion for an item that is not a complete function (a struct, an `impl` block, a
+/// function without a body, a macro call, nothing at all): the coded error and the item as
+/// written, minus the attributes this crate reads (they would expand again or fail to
+/// resolve). No descriptor is written: there is no function whose name it could take.
+fn not_a_function(kind: BeanKind, item: TokenStream) -> TokenStream {
+    let (what, span) = item_name(&item);
+    let errors = diag::error(
+        Code::NotAFunction,
+        span,
+        format!(
+            "`#[{}]` applies to a function that builds the bean, not to {what}",
+            kind.as_str()
+        ),
+    )
+    .to_compile_error();
+    let trees: Vec<proc_macro2::TokenTree> = item.into_iter().collect();
+    let (mut kept, at) = without_own_attrs(&trees);
+    kept.extend(trees[at..].iter().cloned());
+    quote!(#errors #kept)
+}
+
+/// The leading outer attributes (`#` and a bracket group each) that this crate does not read,
+/// and the index of the first tree after all leading attributes.
+fn without_own_attrs(trees: &[proc_macro2::TokenTree]) -> (TokenStream, usize) {
     use proc_macro2::{Delimiter, TokenTree};
-    let errors = err.to_compile_error();
-    let trees: Vec<TokenTree> = item.into_iter().collect();
     let mut kept = TokenStream::new();
     let mut at = 0;
-    // The leading outer attributes: `#` and a bracket group each.
     while let (Some(TokenTree::Punct(hash)), Some(TokenTree::Group(group))) =
         (trees.get(at), trees.get(at + 1))
     {
@@ -378,6 +424,18 @@ fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
         }
         at += 2;
     }
+    (kept, at)
+}
+
+/// The expansion for an item too deeply nested to parse: the error, the item without the
+/// attributes this crate reads (they would expand again or fail to resolve), and, for a
+/// function, a poisoned descriptor under its name, so a `compose!` that lists it stays quiet.
+/// Qualifiers on its parameters are left in place.
+fn unparsed(kind: BeanKind, err: syn::Error, item: TokenStream) -> TokenStream {
+    use proc_macro2::{Delimiter, TokenTree};
+    let errors = err.to_compile_error();
+    let trees: Vec<TokenTree> = item.into_iter().collect();
+    let (mut kept, at) = without_own_attrs(&trees);
     let rest = &trees[at..];
     kept.extend(rest.iter().cloned());
     let fn_ident = rest.windows(2).find_map(|pair| match pair {
@@ -571,7 +629,8 @@ pub fn expand_modifier(modifier: Modifier, args: TokenStream, item: TokenStream)
         return move_unparsed(modifier, args, item);
     }
     let Ok(mut function) = syn::parse2::<FactoryFn>(item.clone()) else {
-        return misplaced(modifier, item);
+        // Not a function: if a bean attribute follows, it reports that, once.
+        return move_unparsed(modifier, args, item);
     };
     let has_bean_attr = function.attrs.iter().any(|a| {
         args::attr_name(a)
@@ -644,14 +703,43 @@ fn item_name(item: &TokenStream) -> (String, Span) {
             .map_or_else(Span::call_site, |t| t.span());
         return ("this item".to_owned(), span);
     }
+    if item.is_empty() {
+        return ("an empty item".to_owned(), Span::call_site());
+    }
     match syn::parse2::<syn::Item>(item.clone()) {
         Ok(syn::Item::Fn(f)) => (format!("function `{}`", f.sig.ident), f.sig.ident.span()),
         Ok(syn::Item::Struct(s)) => (format!("struct `{}`", s.ident), s.ident.span()),
         Ok(syn::Item::Enum(e)) => (format!("enum `{}`", e.ident), e.ident.span()),
+        Ok(syn::Item::Union(u)) => (format!("union `{}`", u.ident), u.ident.span()),
         Ok(syn::Item::Impl(i)) => ("this `impl` block".to_owned(), i.impl_token.span),
+        Ok(syn::Item::Trait(t)) => (format!("trait `{}`", t.ident), t.ident.span()),
+        Ok(syn::Item::Const(c)) => (format!("constant `{}`", c.ident), c.ident.span()),
+        Ok(syn::Item::Static(s)) => (format!("static `{}`", s.ident), s.ident.span()),
+        Ok(syn::Item::Type(t)) => (format!("type alias `{}`", t.ident), t.ident.span()),
         Ok(syn::Item::Mod(m)) => (format!("module `{}`", m.ident), m.ident.span()),
-        _ => ("this item".to_owned(), Span::call_site()),
+        Ok(syn::Item::Use(u)) => ("this `use`".to_owned(), u.use_token.span),
+        Ok(syn::Item::Macro(m)) => (
+            "a macro call (attributes see the call, not what it expands to)".to_owned(),
+            m.mac.path.span(),
+        ),
+        _ => match bodiless_fn(item) {
+            Some(ident) => (format!("function `{ident}` without a body"), ident.span()),
+            None => ("this item".to_owned(), Span::call_site()),
+        },
     }
+}
+
+/// The name of a function written without a body (`fn f();`), which `syn` reads as
+/// verbatim tokens.
+fn bodiless_fn(item: &TokenStream) -> Option<syn::Ident> {
+    use proc_macro2::TokenTree;
+    let trees: Vec<TokenTree> = item.clone().into_iter().collect();
+    let named = trees.windows(2).find_map(|pair| match pair {
+        [TokenTree::Ident(f), TokenTree::Ident(name)] if f == "fn" => Some(name.clone()),
+        _ => None,
+    })?;
+    let has_body = matches!(trees.last(), Some(TokenTree::Group(g)) if g.delimiter() == proc_macro2::Delimiter::Brace);
+    (!has_body).then_some(named)
 }
 
 fn misplaced(modifier: Modifier, item: TokenStream) -> TokenStream {
@@ -763,7 +851,108 @@ mod tests {
             ),
         ] {
             let out = expand(BeanKind::Bean, quote!(), item.clone()).to_string();
-            assert!(out.contains("[unsupported-factory]"), "{item}: {out}");
+            assert!(out.contains("[not-a-function]"), "{item}: {out}");
         }
+    }
+
+    /// Every item that is not a complete function, under every bean attribute and with the
+    /// typed-tool arguments that used to send the typed path back into expansion: one coded
+    /// error, the item kept, and no recursion (these overflowed the stack before).
+    #[test]
+    fn no_item_that_is_not_a_function_recurses() {
+        let items = [
+            quote!(),
+            quote!(
+                pub struct Config;
+            ),
+            quote!(
+                enum E {
+                    A,
+                }
+            ),
+            quote!(impl S {}),
+            quote!(
+                trait T {}
+            ),
+            // Braces: rustfmt would drop the attribute of a `fn` pointer's parameter.
+            quote! { const F: fn(#[args] A) = f; },
+            quote!(
+                mod m {}
+            ),
+            quote!(m!();),
+            quote!(
+                fn f(#[args] a: A);
+            ),
+            quote!(fn f(#[args] a: A) -> u8),
+        ];
+        let arguments = [
+            quote!(),
+            quote!(effect = read_only, replay = safe),
+            quote!(replay),
+            quote!(effect),
+            quote!(capabilities = ["filesystem.read"]),
+        ];
+        for kind in BeanKind::ALL {
+            for args in &arguments {
+                for item in &items {
+                    let out = expand(kind, args.clone(), item.clone()).to_string();
+                    assert_eq!(
+                        out.matches("compile_error").count(),
+                        1,
+                        "#[{}({args})] {item}: {out}",
+                        kind.as_str()
+                    );
+                    assert!(out.contains("[not-a-function]"), "{item}: {out}");
+                    assert!(out.ends_with(&item.to_string()), "{item}: {out}");
+                }
+            }
+        }
+    }
+
+    /// The other recursion: a typed tool nested past the bound. One coded error, the item
+    /// kept without the attribute's own markers.
+    #[test]
+    fn a_typed_tool_nested_past_the_bound_is_one_error() {
+        let depth = crate::nesting::MAX_DEPTH + 1;
+        let src = format!(
+            "fn f({}#[args] a: A{}) {{}}",
+            "(".repeat(depth),
+            ")".repeat(depth)
+        );
+        let out = std::thread::Builder::new()
+            .stack_size(8 << 20)
+            .spawn(move || {
+                let item: TokenStream = src.parse().unwrap();
+                expand(BeanKind::Tool, quote!(effect), item).to_string()
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("[nesting-too-deep]"), "{out}");
+    }
+
+    #[test]
+    fn a_modifier_above_a_bean_attribute_on_a_struct_lets_the_attribute_report() {
+        let out = expand_modifier(
+            Modifier::Primary,
+            quote!(),
+            quote!(
+                #[bean]
+                struct S;
+            ),
+        )
+        .to_string();
+        assert!(!out.contains("compile_error"), "{out}");
+        let item: TokenStream = out.parse().unwrap();
+        let out = expand(BeanKind::Bean, quote!(), without_first_attr(item)).to_string();
+        assert_eq!(out.matches("compile_error").count(), 1, "{out}");
+        assert!(out.contains("[not-a-function]"), "{out}");
+        assert!(!out.contains("__agent_core_moved"), "{out}");
+    }
+
+    /// The item as a bean attribute sees it: its own `#[..]` removed.
+    fn without_first_attr(item: TokenStream) -> TokenStream {
+        item.into_iter().skip(2).collect()
     }
 }

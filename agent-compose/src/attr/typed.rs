@@ -5,7 +5,7 @@
 //! The attribute checks the safety metadata here, with the rules of agent-core's
 //! `DefinitionBuilder::build` (`agent-core/src/tool/definition.rs`; the capability table is
 //! compared with agent-core's by `ui-tests/tests/identity.rs`), then rewrites the item into
-//! two functions and hands the second to the factory pipeline ([`super::expand::analyze`]):
+//! two functions ([`rewrite`]); [`super::expand`] hands the second to the factory pipeline:
 //!
 //! * the user's function under a hidden name, its parameter attributes removed;
 //! * a factory under the user's name taking only the dependencies, which builds the
@@ -17,8 +17,7 @@
 //! hand-written tool factory and tool collection uses; rustc checks the typed binding, so a
 //! consumer whose `Tool` is another trait fails to compile rather than wire silently.
 
-use crate::attr::args::BeanKind;
-use crate::attr::expand::{self, FactoryFn};
+use crate::attr::expand::FactoryFn;
 use crate::diag::{Code, Errors};
 use crate::key;
 use crate::naming::{self, Name};
@@ -95,18 +94,36 @@ enum Role {
     Context,
 }
 
-/// Expands a typed tool.
-pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
-    if let Err(err) =
-        nesting::check(&args, Body::Scan).and_then(|()| nesting::check(&item, Body::Skip))
+/// A typed tool rewritten into plain items: what [`super::expand`] emits beside the factory,
+/// and the factory it runs through the factory pipeline.
+pub struct Rewritten {
+    /// The user's function under its hidden name.
+    pub hidden_fn: TokenStream,
+    /// The generated factory, under the user's name.
+    pub factory: TokenStream,
+    /// The arguments left for the factory pipeline (`name`, `aliases`, `crate`, ...).
+    pub factory_args: TokenStream,
+    /// The mistakes in the safety metadata and the parameters.
+    pub errors: Errors,
+}
+
+/// Rewrites a typed tool. This only rewrites tokens: it never expands anything, so the
+/// attribute path stays one-way (`expand` calls this, never the reverse). `Err` hands the
+/// input back untouched when it cannot be rewritten (nested too deeply to parse, or not a
+/// complete function); the factory pipeline then reports why.
+pub fn rewrite(
+    args: TokenStream,
+    item: TokenStream,
+) -> Result<Rewritten, (TokenStream, TokenStream)> {
+    if nesting::check(&args, Body::Scan)
+        .and_then(|()| nesting::check(&item, Body::Skip))
+        .is_err()
     {
-        // The factory pipeline reports the depth and poisons the descriptor.
-        let _ = err;
-        return expand::expand(BeanKind::Tool, args, item);
+        return Err((args, item));
     }
     let function: FactoryFn = match syn::parse2(item.clone()) {
         Ok(f) => f,
-        Err(_) => return expand::expand(BeanKind::Tool, args, item),
+        Err(_) => return Err((args, item)),
     };
     let mut errors = Errors::default();
     let (facts, rest) = split_args(args, &mut errors);
@@ -300,23 +317,18 @@ pub fn expand(args: TokenStream, item: TokenStream) -> TokenStream {
         #[allow(clippy::too_many_arguments)]
         #hidden_sig #hidden_body
     };
-    let mut analysis = match expand::analyze(BeanKind::Tool, rest, factory) {
-        Ok(analysis) => analysis,
-        Err(tokens) => return quote!(#hidden_fn #tokens),
-    };
-    let tool_key: Type = syn::parse_quote!(Arc<dyn Tool>);
-    analysis.descriptor.key = key::of(&tool_key);
-    analysis.descriptor.keyed = Some(quote!(#tool_key));
-    if !errors.is_empty() {
-        analysis.descriptor.poisoned = true;
-    }
-    let own_errors = errors.to_compile_errors();
-    let rendered = expand::render(analysis);
-    quote! {
-        #own_errors
-        #hidden_fn
-        #rendered
-    }
+    Ok(Rewritten {
+        hidden_fn,
+        factory,
+        factory_args: rest,
+        errors,
+    })
+}
+
+/// The key every tool factory is found by: a typed tool's bean type is written in full,
+/// but it is keyed like a hand-written tool factory.
+pub fn tool_key() -> Type {
+    syn::parse_quote!(Arc<dyn Tool>)
 }
 
 fn variant(fact: &Option<(String, Span)>, table: &[(&str, &'static str)]) -> syn::Ident {

@@ -170,7 +170,7 @@ pub fn generate(
         quote!(let mut overrides = overrides;)
     };
     let manifest = manifest::manifest(header, beans, resolution);
-    let identities = identity::compiled_identities(beans);
+    let identities = identity::compiled_identities(beans, krate);
     let key_check = coherence::key_check(beans, current_crate);
     let build_doc = lit(&format!(
         "Builds every bean of [`{app}`] in dependency order. If a factory fails, the cleanups registered so far run in reverse order and the error names the bean."
@@ -217,8 +217,10 @@ pub fn generate(
             }
 
             /// The compiled identity of every bean, sorted: `<kind>:<name>@<sha256 hex>`
-            /// over its kind, name, factory path and signature. Fixed at compile time; give
-            /// them to `EngineIdentity::new` so every run's plan identity covers the code.
+            /// over its kind, name, the factory's canonical path (its crate, modules and
+            /// name, whatever path lists it here) and its signature. Every input is fixed
+            /// at compile time; the digests are computed on the first call. Give them to
+            /// `EngineIdentity::new` so every run's plan identity covers the code.
             #vis fn compiled_identities() -> &'static [&'static str] {
                 #identities
             }

@@ -1,6 +1,0 @@
-use agent_core::bean;
-
-#[bean]
-pub struct Config;
-
-fn main() {}
