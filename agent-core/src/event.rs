@@ -365,7 +365,8 @@ where
 /// lowercase hex digits, and the declared facts are those of a valid
 /// [`Definition`](crate::tool::Definition): a 64-hex-digit fingerprint, a read-only tool is
 /// replay-safe and declares no capability that changes state, a mutating one is not `safe`,
-/// and the capabilities are unique and in canonical order.
+/// and the capabilities are unique and in canonical order. [`ToolStarted::new`] builds one
+/// from a run's [`PlanIdentity`](crate::agent::PlanIdentity) under the same rules.
 ///
 /// ```
 /// use agent_core::event::{OccurrenceError, ToolStarted};
