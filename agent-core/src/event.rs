@@ -15,7 +15,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
-use crate::tool::{ExecutionState, RetryDisposition, ToolFacts};
+use crate::stage::{is_plan_id, is_sha256_fingerprint};
+use crate::tool::{
+    Capability, ExecutionState, ReplaySafety, RetryDisposition, ShapeViolation, ToolFacts,
+    check_identity, check_shape,
+};
 
 mod log;
 
@@ -198,26 +202,193 @@ version_marker! {
     ToolTerminalVersion = TOOL_TERMINAL_VERSION
 }
 
+/// Why a tool occurrence was refused: one variant per rule, checked in the order listed
+/// (the first one broken is reported). The rejected value is not echoed.
+///
+/// Both ways in apply every rule: decoding JSON (with serde, or with
+/// [`ToolStarted::from_json`] and its siblings for this typed error) and checking an event
+/// built in memory ([`ToolStarted::decode`] and its siblings).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum OccurrenceError {
+    /// The JSON does not have the occurrence's shape: not one object, an unknown, repeated
+    /// or missing member (`null` is a value, absence is not), a value of the wrong type,
+    /// another version, or data after the object. Carries the decoder's message.
+    #[error("malformed tool occurrence: {0}")]
+    Malformed(String),
+    /// The event is not of the occurrence's kind.
+    #[error("expected a `{expected}` event, found `{found}`")]
+    Kind {
+        /// The occurrence's kind.
+        expected: EventKind,
+        /// The event's kind.
+        found: EventKind,
+    },
+    /// The call id breaks the rule of [`Call`](crate::tool::Call) ids: empty, longer than
+    /// [`MAX_CALL_ID_BYTES`](crate::tool::MAX_CALL_ID_BYTES), surrounding whitespace, or a
+    /// NUL, CR, LF or TAB.
+    #[error("tool occurrence: call id is invalid: {0}")]
+    CallId(&'static str),
+    /// The tool name breaks the same rule (a call's name, which the plan may not declare).
+    #[error("tool occurrence: tool name is invalid: {0}")]
+    Name(&'static str),
+    /// `turn` is 0; turns count from 1.
+    #[error("tool occurrence: turn must be at least 1")]
+    Turn,
+    /// `plan_id` is not a [`PlanId`](crate::stage::PlanId).
+    #[error(
+        "tool occurrence: plan id must be 1 to 256 bytes without whitespace or control characters"
+    )]
+    PlanId,
+    /// `plan_fingerprint` is not `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "tool occurrence: plan fingerprint must be `sha256:` followed by 64 lowercase hex digits"
+    )]
+    PlanFingerprint,
+    /// `plan_identity` is not `sha256:` followed by 64 lowercase hex digits.
+    #[error("tool occurrence: plan identity must be `sha256:` followed by 64 lowercase hex digits")]
+    PlanIdentity,
+    /// `workspace` is neither `null` nor `sha256:` followed by 64 lowercase hex digits.
+    #[error(
+        "tool occurrence: workspace must be null or `sha256:` followed by 64 lowercase hex digits"
+    )]
+    Workspace,
+    /// The declared definition fingerprint is not 64 lowercase hex digits (the form of
+    /// [`Definition::fingerprint`](crate::tool::Definition::fingerprint)).
+    #[error("tool occurrence: definition fingerprint must be 64 lowercase hex digits")]
+    DefinitionFingerprint,
+    /// A declared read-only tool is not replay-safe.
+    #[error(
+        "tool occurrence: a read_only tool must have replay safety `safe`, not `{replay_safety}`"
+    )]
+    ReadOnlyNotSafe {
+        /// The declared replay safety.
+        replay_safety: ReplaySafety,
+    },
+    /// A declared mutating tool claims replay safety `safe`.
+    #[error("tool occurrence: a mutating tool cannot have replay safety `safe`")]
+    MutatingSafe,
+    /// A declared capability is listed twice.
+    #[error("tool occurrence: capability `{capability}` is listed more than once")]
+    DuplicateCapability {
+        /// The repeated capability.
+        capability: Capability,
+    },
+    /// A declared read-only tool lists a capability that can change state.
+    #[error("tool occurrence: a read_only tool cannot declare capability `{capability}`")]
+    ReadOnlyCapability {
+        /// The capability.
+        capability: Capability,
+    },
+    /// The declared capabilities are not in canonical order.
+    #[error("tool occurrence: capabilities must be listed in canonical order")]
+    CapabilityOrder,
+    /// A failure has an execution state without a retry disposition, or the reverse.
+    #[error("tool occurrence: execution state and retry disposition come together")]
+    ExecutionUnpaired,
+    /// A failure's uncertain outcome allows a retry.
+    #[error("tool occurrence: an uncertain outcome never allows a retry")]
+    UncertainRetry,
+}
+
+impl From<ShapeViolation> for OccurrenceError {
+    fn from(violation: ShapeViolation) -> Self {
+        match violation {
+            ShapeViolation::ReadOnlyNotSafe(replay_safety) => {
+                OccurrenceError::ReadOnlyNotSafe { replay_safety }
+            }
+            ShapeViolation::MutatingSafe => OccurrenceError::MutatingSafe,
+            ShapeViolation::DuplicateCapability(capability) => {
+                OccurrenceError::DuplicateCapability { capability }
+            }
+            ShapeViolation::ReadOnlyCapability(capability) => {
+                OccurrenceError::ReadOnlyCapability { capability }
+            }
+        }
+    }
+}
+
+/// The call id and tool name rules every occurrence shares.
+fn check_call(call_id: &str, name: &str) -> Result<(), OccurrenceError> {
+    check_identity(call_id).map_err(OccurrenceError::CallId)?;
+    check_identity(name).map_err(OccurrenceError::Name)
+}
+
+/// Whether `value` is 64 lowercase hex digits.
+fn is_hex_digest(value: &str) -> bool {
+    value.len() == 64
+        && value
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The rules of [`DefinitionBuilder::build`](crate::tool::DefinitionBuilder::build) that
+/// the facts carry, plus their canonical form.
+fn check_facts(facts: &ToolFacts) -> Result<(), OccurrenceError> {
+    if !is_hex_digest(&facts.fingerprint) {
+        return Err(OccurrenceError::DefinitionFingerprint);
+    }
+    let unique = check_shape(
+        facts.effect,
+        facts.replay_safety,
+        facts.capabilities.iter().copied(),
+    )?;
+    // Without duplicates, the list is canonical exactly when it iterates like the set.
+    if !facts.capabilities.iter().eq(unique.iter()) {
+        return Err(OccurrenceError::CapabilityOrder);
+    }
+    Ok(())
+}
+
+/// Maps a decoder error into [`OccurrenceError`], keeping a rule's own variant when the
+/// rule (not the shape) refused the JSON.
+fn from_json<'a, F, T>(json: &'a str) -> Result<T, OccurrenceError>
+where
+    F: Deserialize<'a>,
+    T: TryFrom<F, Error = OccurrenceError>,
+{
+    let fields: F =
+        serde_json::from_str(json).map_err(|e| OccurrenceError::Malformed(e.to_string()))?;
+    T::try_from(fields)
+}
+
 /// The `tool.started` occurrence, written before a tool is dispatched (write-ahead): a
 /// started call without a terminal is a call whose outcome is unknown. It holds the call's
 /// identity, the declared definition's security facts and the exact plan and workspace
 /// authority it runs under, and structurally nothing else: no arguments, schema,
-/// description, paths or secrets. Decoding refuses unknown members and other versions.
+/// description, paths or secrets.
+///
+/// Decoding refuses unknown, repeated and missing members, other versions and every rule of
+/// [`OccurrenceError`]: the call id and name follow the rule of [`Call`](crate::tool::Call),
+/// the turn counts from 1, the plan id is a [`PlanId`](crate::stage::PlanId), the plan
+/// fingerprint, the plan identity and the workspace (when not `null`) are `sha256:` and 64
+/// lowercase hex digits, and the declared facts are those of a valid
+/// [`Definition`](crate::tool::Definition): a 64-hex-digit fingerprint, a read-only tool is
+/// replay-safe and declares no capability that changes state, a mutating one is not `safe`,
+/// and the capabilities are unique and in canonical order. [`ToolStarted::new`] builds one
+/// from a run's [`PlanIdentity`](crate::agent::PlanIdentity) under the same rules.
 ///
 /// ```
-/// use agent_core::event::ToolStarted;
+/// use agent_core::event::{OccurrenceError, ToolStarted};
 ///
-/// let json = r#"{"version":"agent-core.tool-started/v1","call_id":"c1","name":"read","turn":1,
-///   "plan_id":"static:x","plan_fingerprint":"sha256:00","plan_identity":"sha256:11",
-///   "workspace":null,"declared":null}"#;
-/// let started: ToolStarted = serde_json::from_str(json)?;
+/// let hex = "0".repeat(64);
+/// let json = format!(
+///     r#"{{"version":"agent-core.tool-started/v1","call_id":"c1","name":"read","turn":1,
+///     "plan_id":"static:x","plan_fingerprint":"sha256:{hex}","plan_identity":"sha256:{hex}",
+///     "workspace":null,"declared":null}}"#
+/// );
+/// let started = ToolStarted::from_json(&json)?;
 /// assert_eq!(started.call_id, "c1");
+/// assert_eq!(serde_json::from_str::<ToolStarted>(&json)?, started);
+/// let turn_zero = json.replace(r#""turn":1"#, r#""turn":0"#);
+/// assert_eq!(ToolStarted::from_json(&turn_zero), Err(OccurrenceError::Turn));
+/// assert!(serde_json::from_str::<ToolStarted>(&turn_zero).is_err());
 /// let extra = json.replace(r#""turn":1"#, r#""turn":1,"arguments":{}"#);
-/// assert!(serde_json::from_str::<ToolStarted>(&extra).is_err());
-/// # Ok::<(), serde_json::Error>(())
+/// assert!(matches!(ToolStarted::from_json(&extra), Err(OccurrenceError::Malformed(_))));
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ToolStartedFields")]
 pub struct ToolStarted {
     /// Always [`TOOL_STARTED_VERSION`].
     pub version: ToolStartedVersion,
@@ -241,6 +412,99 @@ pub struct ToolStarted {
     pub declared: Option<Arc<ToolFacts>>,
 }
 
+impl ToolStarted {
+    /// Checks every rule decoding checks, for an occurrence built in memory.
+    pub fn check(&self) -> Result<(), OccurrenceError> {
+        check_call(&self.call_id, &self.name)?;
+        if self.turn == 0 {
+            return Err(OccurrenceError::Turn);
+        }
+        if !is_plan_id(&self.plan_id) {
+            return Err(OccurrenceError::PlanId);
+        }
+        if !is_sha256_fingerprint(&self.plan_fingerprint) {
+            return Err(OccurrenceError::PlanFingerprint);
+        }
+        if !is_sha256_fingerprint(&self.plan_identity) {
+            return Err(OccurrenceError::PlanIdentity);
+        }
+        if self
+            .workspace
+            .as_deref()
+            .is_some_and(|w| !is_sha256_fingerprint(w))
+        {
+            return Err(OccurrenceError::Workspace);
+        }
+        self.declared.as_deref().map_or(Ok(()), check_facts)
+    }
+
+    /// The occurrence of a `tool.started` event, once it holds every rule: what an observer
+    /// or host uses to read an event it did not decode itself.
+    ///
+    /// ```
+    /// use agent_core::event::{Event, EventKind, OccurrenceError, ToolCompleted, ToolOutcome, ToolStarted};
+    ///
+    /// let completed = Event::ToolCompleted(ToolCompleted::new("c1", "read", ToolOutcome::Success));
+    /// assert_eq!(
+    ///     ToolStarted::decode(&completed),
+    ///     Err(OccurrenceError::Kind { expected: EventKind::ToolStarted, found: EventKind::ToolCompleted })
+    /// );
+    /// ```
+    pub fn decode(event: &Event) -> Result<&ToolStarted, OccurrenceError> {
+        match event {
+            Event::ToolStarted(started) => started.check().map(|()| started),
+            other => Err(OccurrenceError::Kind {
+                expected: EventKind::ToolStarted,
+                found: other.kind(),
+            }),
+        }
+    }
+
+    /// Decodes the JSON of one occurrence (the `data` of a `tool.started` event), reporting
+    /// the rule it breaks.
+    pub fn from_json(json: &str) -> Result<ToolStarted, OccurrenceError> {
+        from_json::<ToolStartedFields, _>(json)
+    }
+}
+
+/// [`ToolStarted`] as decoded, before its rules are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolStartedFields {
+    version: ToolStartedVersion,
+    call_id: String,
+    name: String,
+    turn: u32,
+    plan_id: Arc<str>,
+    plan_fingerprint: Arc<str>,
+    plan_identity: Arc<str>,
+    // `deserialize_with` makes an absent member an error instead of `None`.
+    #[serde(deserialize_with = "Option::deserialize")]
+    workspace: Option<Arc<str>>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    declared: Option<Arc<ToolFacts>>,
+}
+
+impl TryFrom<ToolStartedFields> for ToolStarted {
+    type Error = OccurrenceError;
+
+    fn try_from(fields: ToolStartedFields) -> Result<Self, Self::Error> {
+        let started = ToolStarted {
+            version: fields.version,
+            call_id: fields.call_id,
+            name: fields.name,
+            turn: fields.turn,
+            plan_id: fields.plan_id,
+            plan_fingerprint: fields.plan_fingerprint,
+            plan_identity: fields.plan_identity,
+            workspace: fields.workspace,
+            declared: fields.declared,
+        };
+        started.check()?;
+        Ok(started)
+    }
+}
+
 /// How a tool call that produced a result ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -253,19 +517,23 @@ pub enum ToolOutcome {
 
 /// The `tool.completed` occurrence: the call produced a result. It names the call and the
 /// tool and says whether the result was a success or a model-visible problem, and
-/// structurally nothing else: no result content and no problem text.
+/// structurally nothing else: no result content and no problem text. Decoding refuses
+/// unknown, repeated and missing members, other versions, and a call id or name that breaks
+/// the rule of [`Call`](crate::tool::Call).
 ///
 /// ```
-/// use agent_core::event::{ToolCompleted, ToolOutcome};
+/// use agent_core::event::{OccurrenceError, ToolCompleted, ToolOutcome};
 ///
 /// let completed = ToolCompleted::new("c1", "read", ToolOutcome::Success);
 /// let json = serde_json::to_string(&completed)?;
 /// assert_eq!(json, r#"{"version":"agent-core.tool-terminal/v1","call_id":"c1","name":"read","outcome":"success"}"#);
 /// assert_eq!(serde_json::from_str::<ToolCompleted>(&json)?, completed);
+/// let no_id = json.replace(r#""call_id":"c1""#, r#""call_id":"""#);
+/// assert!(matches!(ToolCompleted::from_json(&no_id), Err(OccurrenceError::CallId(_))));
 /// # Ok::<(), serde_json::Error>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(try_from = "ToolCompletedFields")]
 pub struct ToolCompleted {
     /// Always [`TOOL_TERMINAL_VERSION`].
     pub version: ToolTerminalVersion,
@@ -278,7 +546,8 @@ pub struct ToolCompleted {
 }
 
 impl ToolCompleted {
-    /// The occurrence of call `call_id` of tool `name`.
+    /// The occurrence of call `call_id` of tool `name` (the ids of a valid
+    /// [`Call`](crate::tool::Call); [`check`](Self::check) tells).
     pub fn new(call_id: impl Into<String>, name: impl Into<String>, outcome: ToolOutcome) -> Self {
         ToolCompleted {
             version: ToolTerminalVersion,
@@ -287,16 +556,64 @@ impl ToolCompleted {
             outcome,
         }
     }
+
+    /// Checks every rule decoding checks, for an occurrence built in memory.
+    pub fn check(&self) -> Result<(), OccurrenceError> {
+        check_call(&self.call_id, &self.name)
+    }
+
+    /// The occurrence of a `tool.completed` event, once it holds every rule.
+    pub fn decode(event: &Event) -> Result<&ToolCompleted, OccurrenceError> {
+        match event {
+            Event::ToolCompleted(completed) => completed.check().map(|()| completed),
+            other => Err(OccurrenceError::Kind {
+                expected: EventKind::ToolCompleted,
+                found: other.kind(),
+            }),
+        }
+    }
+
+    /// Decodes the JSON of one occurrence (the `data` of a `tool.completed` event),
+    /// reporting the rule it breaks.
+    pub fn from_json(json: &str) -> Result<ToolCompleted, OccurrenceError> {
+        from_json::<ToolCompletedFields, _>(json)
+    }
+}
+
+/// [`ToolCompleted`] as decoded, before its rules are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolCompletedFields {
+    version: ToolTerminalVersion,
+    call_id: String,
+    name: String,
+    outcome: ToolOutcome,
+}
+
+impl TryFrom<ToolCompletedFields> for ToolCompleted {
+    type Error = OccurrenceError;
+
+    fn try_from(fields: ToolCompletedFields) -> Result<Self, Self::Error> {
+        check_call(&fields.call_id, &fields.name)?;
+        Ok(ToolCompleted {
+            version: fields.version,
+            call_id: fields.call_id,
+            name: fields.name,
+            outcome: fields.outcome,
+        })
+    }
 }
 
 /// The `tool.failed` occurrence: the call produced no result. It names the call and the
 /// tool, the fixed failure code and, when the tool reported it, whether a side effect may
 /// have happened and whether a retry is advised; structurally nothing else: no error text.
-/// Decoding refuses unknown members, other versions, an execution state without a retry
-/// disposition (or the reverse) and an uncertain outcome that allows a retry.
+/// Decoding refuses unknown, repeated and missing members (`state` and `retry` are `null`
+/// when unknown, never absent), other versions, a call id or name that breaks the rule of
+/// [`Call`](crate::tool::Call), an execution state without a retry disposition (or the
+/// reverse) and an uncertain outcome that allows a retry.
 ///
 /// ```
-/// use agent_core::event::{FailureCode, ToolFailed};
+/// use agent_core::event::{FailureCode, OccurrenceError, ToolFailed};
 /// use agent_core::tool::{ExecutionState, RetryDisposition};
 ///
 /// let failed = ToolFailed::new("c1", "send", FailureCode::ToolFailed,
@@ -304,6 +621,7 @@ impl ToolCompleted {
 /// let json = serde_json::to_string(&failed)?;
 /// assert_eq!(serde_json::from_str::<ToolFailed>(&json)?, failed);
 /// let unsafe_retry = json.replace(r#""retry":"never""#, r#""retry":"allowed""#);
+/// assert_eq!(ToolFailed::from_json(&unsafe_retry), Err(OccurrenceError::UncertainRetry));
 /// assert!(serde_json::from_str::<ToolFailed>(&unsafe_retry).is_err());
 /// # Ok::<(), serde_json::Error>(())
 /// ```
@@ -325,8 +643,9 @@ pub struct ToolFailed {
 }
 
 impl ToolFailed {
-    /// The occurrence of call `call_id` of tool `name`, with the execution facts the tool
-    /// reported, if any.
+    /// The occurrence of call `call_id` of tool `name` (the ids of a valid
+    /// [`Call`](crate::tool::Call); [`check`](Self::check) tells), with the execution facts
+    /// the tool reported, if any.
     pub fn new(
         call_id: impl Into<String>,
         name: impl Into<String>,
@@ -342,9 +661,38 @@ impl ToolFailed {
             retry: execution.map(|(_, retry)| retry),
         }
     }
+
+    /// Checks every rule decoding checks, for an occurrence built in memory.
+    pub fn check(&self) -> Result<(), OccurrenceError> {
+        check_call(&self.call_id, &self.name)?;
+        match (self.state, self.retry) {
+            (Some(_), None) | (None, Some(_)) => Err(OccurrenceError::ExecutionUnpaired),
+            (Some(ExecutionState::Uncertain), Some(RetryDisposition::Allowed)) => {
+                Err(OccurrenceError::UncertainRetry)
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The occurrence of a `tool.failed` event, once it holds every rule.
+    pub fn decode(event: &Event) -> Result<&ToolFailed, OccurrenceError> {
+        match event {
+            Event::ToolFailed(failed) => failed.check().map(|()| failed),
+            other => Err(OccurrenceError::Kind {
+                expected: EventKind::ToolFailed,
+                found: other.kind(),
+            }),
+        }
+    }
+
+    /// Decodes the JSON of one occurrence (the `data` of a `tool.failed` event), reporting
+    /// the rule it breaks.
+    pub fn from_json(json: &str) -> Result<ToolFailed, OccurrenceError> {
+        from_json::<ToolFailedFields, _>(json)
+    }
 }
 
-/// [`ToolFailed`] as decoded, before its execution facts are checked.
+/// [`ToolFailed`] as decoded, before its rules are checked.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ToolFailedFields {
@@ -352,31 +700,27 @@ struct ToolFailedFields {
     call_id: String,
     name: String,
     code: FailureCode,
+    // `deserialize_with` makes an absent member an error instead of `None`.
+    #[serde(deserialize_with = "Option::deserialize")]
     state: Option<ExecutionState>,
+    #[serde(deserialize_with = "Option::deserialize")]
     retry: Option<RetryDisposition>,
 }
 
 impl TryFrom<ToolFailedFields> for ToolFailed {
-    type Error = &'static str;
+    type Error = OccurrenceError;
 
     fn try_from(fields: ToolFailedFields) -> Result<Self, Self::Error> {
-        match (fields.state, fields.retry) {
-            (Some(_), None) | (None, Some(_)) => {
-                return Err("execution state and retry disposition come together");
-            }
-            (Some(ExecutionState::Uncertain), Some(RetryDisposition::Allowed)) => {
-                return Err("an uncertain outcome never allows a retry");
-            }
-            _ => {}
-        }
-        Ok(ToolFailed {
+        let failed = ToolFailed {
             version: fields.version,
             call_id: fields.call_id,
             name: fields.name,
             code: fields.code,
             state: fields.state,
             retry: fields.retry,
-        })
+        };
+        failed.check()?;
+        Ok(failed)
     }
 }
 
@@ -775,8 +1119,8 @@ mod tests {
                 name: "read".into(),
                 turn: 1,
                 plan_id: Arc::from("static:x"),
-                plan_fingerprint: Arc::from("sha256:0"),
-                plan_identity: Arc::from("sha256:1"),
+                plan_fingerprint: Arc::from(format!("sha256:{}", "0".repeat(64))),
+                plan_identity: Arc::from(format!("sha256:{}", "1".repeat(64))),
                 workspace: None,
                 declared: None,
             }),
@@ -837,129 +1181,4 @@ mod tests {
 }
 
 #[cfg(test)]
-mod occurrence_tests {
-    use super::*;
-    use serde_json::{Value, json};
-
-    fn started() -> Value {
-        json!({
-            "run_id": "r", "sequence": 1, "at": 1, "kind": "tool.started",
-            "data": {
-                "version": TOOL_STARTED_VERSION, "call_id": "c1", "name": "read", "turn": 1,
-                "plan_id": "static:x", "plan_fingerprint": "sha256:0", "plan_identity": "sha256:1",
-                "workspace": null,
-                "declared": {
-                    "fingerprint": "f", "effect": "read_only", "replay_safety": "safe",
-                    "capabilities": ["filesystem.read"]
-                }
-            }
-        })
-    }
-
-    fn failed() -> Value {
-        json!({
-            "run_id": "r", "sequence": 2, "at": 1, "kind": "tool.failed",
-            "data": {
-                "version": TOOL_TERMINAL_VERSION, "call_id": "c1", "name": "read",
-                "code": "tool_failed", "state": "definitive", "retry": "allowed"
-            }
-        })
-    }
-
-    fn decodes(value: &Value) -> bool {
-        serde_json::from_value::<Envelope>(value.clone()).is_ok()
-    }
-
-    #[test]
-    fn occurrences_decode_strictly() {
-        let completed = json!({
-            "run_id": "r", "sequence": 2, "at": 1, "kind": "tool.completed",
-            "data": { "version": TOOL_TERMINAL_VERSION, "call_id": "c1", "name": "read", "outcome": "problem" }
-        });
-        for valid in [started(), failed(), completed.clone()] {
-            assert!(decodes(&valid), "{valid}");
-            let envelope: Envelope = serde_json::from_value(valid.clone()).unwrap();
-            assert_eq!(serde_json::to_value(&envelope).unwrap(), valid);
-        }
-        // Each row breaks one rule; every one is refused.
-        let rows: Vec<(&str, Value, &str, Value)> = vec![
-            (
-                "started: arguments",
-                started(),
-                "arguments",
-                json!({"path": "/etc"}),
-            ),
-            ("started: schema", started(), "input_schema", json!({})),
-            (
-                "started: description",
-                started(),
-                "description",
-                json!("Reads."),
-            ),
-            (
-                "started: old version",
-                started(),
-                "version",
-                json!("agent-core.tool-started/v0"),
-            ),
-            (
-                "started: terminal version",
-                started(),
-                "version",
-                json!(TOOL_TERMINAL_VERSION),
-            ),
-            (
-                "failed: error text",
-                failed(),
-                "error",
-                json!("disk full at /home/me"),
-            ),
-            ("failed: problem", failed(), "problem", json!("secret")),
-            (
-                "failed: state without retry",
-                failed(),
-                "retry",
-                Value::Null,
-            ),
-            (
-                "failed: uncertain retry",
-                failed(),
-                "state",
-                json!("uncertain"),
-            ),
-            (
-                "completed: result",
-                completed.clone(),
-                "content",
-                json!("file body"),
-            ),
-            (
-                "completed: state",
-                completed.clone(),
-                "state",
-                json!("definitive"),
-            ),
-            (
-                "completed: version",
-                completed,
-                "version",
-                json!(TOOL_STARTED_VERSION),
-            ),
-        ];
-        for (name, mut value, field, bad) in rows {
-            value["data"][field] = bad;
-            assert!(!decodes(&value), "{name}: {value}");
-        }
-        // A missing member is refused too.
-        let mut missing = started();
-        missing["data"]
-            .as_object_mut()
-            .unwrap()
-            .remove("plan_identity");
-        assert!(!decodes(&missing));
-        // Declared facts are strict as well.
-        let mut facts = started();
-        facts["data"]["declared"]["arguments"] = json!({});
-        assert!(!decodes(&facts));
-    }
-}
+mod occurrence_tests;

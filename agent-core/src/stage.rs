@@ -8,7 +8,7 @@ mod pipeline;
 mod plan;
 mod plan_id;
 
-pub(crate) use plan_id::is_sha256_fingerprint;
+pub(crate) use plan_id::{is_plan_id, is_sha256_fingerprint};
 
 /// The bound a [`DispatchScope`] run id must respect; the whole rule is [`RunId`].
 ///

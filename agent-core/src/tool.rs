@@ -21,9 +21,11 @@ mod result;
 pub mod typed;
 
 pub use crate::future::BoxFuture;
+pub(crate) use call::check_identity;
 pub use call::{Call, CallError, MAX_CALL_ID_BYTES, MAX_PAYLOAD_BYTES};
 pub use capability::{Capability, Effect, ParseError, ReplaySafety};
 pub use definition::{Definition, DefinitionBuilder, DefinitionError, ToolFacts, json_kind};
+pub(crate) use definition::{ShapeViolation, check_shape};
 pub use execution::{NoopReporter, Progress, ReportError, Reporter, Tool, ToolContext};
 pub(crate) use result::bounded_note;
 pub use result::{

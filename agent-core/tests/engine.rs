@@ -198,6 +198,16 @@ async fn tool_round_emits_twelve_events() {
     let facts = started.declared.as_ref().expect("declared");
     assert_eq!(facts.effect, Effect::ReadOnly);
     assert_eq!(facts.capabilities, [Capability::FilesystemRead]);
+    // What the kernel emits holds every decoding rule and survives its own decoder.
+    assert_eq!(
+        agent_core::event::ToolStarted::decode(&events[4]),
+        Ok(started)
+    );
+    assert!(agent_core::event::ToolCompleted::decode(&events[5]).is_ok());
+    for event in &events[4..6] {
+        let json = serde_json::to_string(event).unwrap();
+        assert_eq!(&serde_json::from_str::<Event>(&json).unwrap(), event);
+    }
 
     // The history: user, assistant tool call, tool result.
     let snapshot = run.snapshot().expect("terminal snapshot");

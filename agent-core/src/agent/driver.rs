@@ -12,9 +12,7 @@ use super::run::{Run, RunError, RunOutput};
 use super::run_task;
 use super::snapshot::{CallState, Snapshot, SnapshotStatus, UnfinishedCall};
 use crate::event::EventLog;
-use crate::event::{
-    Event, FailureCode, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted, ToolStartedVersion,
-};
+use crate::event::{Event, FailureCode, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted};
 use crate::future::unless_cancelled;
 use crate::interaction::Requester;
 use crate::message::{Message, Part, Role, ToolResultPart};
@@ -752,17 +750,16 @@ async fn run_call(
         ));
     };
     let (call_id, name) = (call.id().to_owned(), call.name().to_owned());
-    let started = Event::ToolStarted(ToolStarted {
-        version: ToolStartedVersion,
-        call_id: call_id.clone(),
-        name: name.clone(),
+    // The identity describes the lease, so its plan id and fingerprint are the lease's.
+    let started = ToolStarted::new(
+        call_id.clone(),
+        name.clone(),
         turn,
-        plan_id: shared.lease.id().as_arc().clone(),
-        plan_fingerprint: shared.lease.fingerprint_arc().clone(),
-        plan_identity: shared.identity.fingerprint_arc().clone(),
-        workspace: shared.identity.workspace_arc().cloned(),
-        declared: facts.clone(),
-    });
+        &shared.identity,
+        facts.clone(),
+    )
+    .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?;
+    let started = Event::ToolStarted(started);
     if let Err(error) = shared.emit(started, false).await {
         let committed = error.committed();
         let failure = classify(shared, failure_for(error));

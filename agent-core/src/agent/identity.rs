@@ -5,9 +5,11 @@
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+use crate::event::{OccurrenceError, ToolStarted, ToolStartedVersion};
 use crate::hash::fields_digest;
 use crate::stage::{PlanId, ToolPlanLease, is_sha256_fingerprint};
 use crate::text::format_arc;
+use crate::tool::ToolFacts;
 
 /// Most compiled identities an engine takes.
 pub const MAX_COMPILED_IDENTITIES: usize = 4096;
@@ -322,6 +324,61 @@ impl PlanIdentity {
     /// The leased plan's fingerprint.
     pub fn plan_fingerprint(&self) -> &str {
         &self.plan_fingerprint
+    }
+
+    pub(crate) fn plan_fingerprint_arc(&self) -> &Arc<str> {
+        &self.plan_fingerprint
+    }
+}
+
+// Here rather than in `event`, which sits below `agent` and cannot name a `PlanIdentity`.
+impl ToolStarted {
+    /// The occurrence of call `call_id` of tool `name` in `turn` of a run with `plan`, with
+    /// the facts the plan declares for the name (`None` when it declares none). Refuses what
+    /// decoding would refuse.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use agent_core::event::{OccurrenceError, ToolStarted};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let run = engine.start(&AgentDefinition::new("a", "scripted", 1)?, Message::user("hi")?).await?;
+    /// let plan = run.plan_identity();
+    /// let started = ToolStarted::new("c1", "read", 1, &plan, None)?;
+    /// assert_eq!(&*started.plan_identity, plan.fingerprint());
+    /// assert_eq!(ToolStarted::new("c1", "read", 0, &plan, None), Err(OccurrenceError::Turn));
+    /// # run.wait().await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        turn: u32,
+        plan: &PlanIdentity,
+        declared: Option<Arc<ToolFacts>>,
+    ) -> Result<Self, OccurrenceError> {
+        let started = ToolStarted {
+            version: ToolStartedVersion,
+            call_id: call_id.into(),
+            name: name.into(),
+            turn,
+            plan_id: plan.plan_id().as_arc().clone(),
+            plan_fingerprint: plan.plan_fingerprint_arc().clone(),
+            plan_identity: plan.fingerprint_arc().clone(),
+            workspace: plan.workspace_arc().cloned(),
+            declared,
+        };
+        started.check()?;
+        Ok(started)
     }
 }
 

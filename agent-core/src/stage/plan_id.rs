@@ -27,10 +27,7 @@ impl PlanId {
     /// ```
     pub fn new(id: impl Into<String>) -> Result<Self, PlanIdError> {
         let id = id.into();
-        let valid = !id.is_empty()
-            && id.len() <= MAX_PLAN_ID_BYTES
-            && !id.chars().any(|c| c.is_whitespace() || c.is_control());
-        if valid {
+        if is_plan_id(&id) {
             Ok(PlanId(Arc::from(id)))
         } else {
             Err(PlanIdError(id))
@@ -57,6 +54,13 @@ impl fmt::Display for PlanId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// Whether `value` follows the rule of [`PlanId::new`].
+pub(crate) fn is_plan_id(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_PLAN_ID_BYTES
+        && !value.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// Whether `value` is a plan fingerprint: `sha256:` followed by 64 lowercase hex digits.

@@ -37,8 +37,9 @@ pub enum CallError {
 }
 
 /// Checks an identity such as a call id: non-empty, no surrounding whitespace, no NUL, CR,
-/// LF or TAB, at most [`MAX_CALL_ID_BYTES`].
-fn check_identity(value: &str) -> Result<(), &'static str> {
+/// LF or TAB, at most [`MAX_CALL_ID_BYTES`]. Tool occurrences hold their call ids and names
+/// to it too.
+pub(crate) fn check_identity(value: &str) -> Result<(), &'static str> {
     if value.is_empty() {
         Err("it is empty")
     } else if value.len() > MAX_CALL_ID_BYTES {

@@ -291,35 +291,10 @@ impl DefinitionBuilder {
         let Some(replay_safety) = replay_safety else {
             return Err(DefinitionError::MissingReplaySafety { name });
         };
-        match (effect, replay_safety) {
-            // Observing twice is indistinguishable from observing once.
-            (Effect::ReadOnly, ReplaySafety::Safe) => {}
-            (Effect::ReadOnly, replay_safety) => {
-                return Err(DefinitionError::ReadOnlyNotSafe {
-                    name,
-                    replay_safety,
-                });
-            }
-            // A repeated mutation is at best idempotent; claiming `safe` would
-            // let an engine replay it blindly.
-            (Effect::Mutating, ReplaySafety::Safe) => {
-                return Err(DefinitionError::MutatingSafe { name });
-            }
-            (Effect::Mutating, _) => {}
-        }
-
-        let mut unique = BTreeSet::new();
-        for capability in capabilities {
-            if !unique.insert(capability) {
-                return Err(DefinitionError::DuplicateCapability { name, capability });
-            }
-        }
-        if effect == Effect::ReadOnly {
-            // Iterating the set keeps the reported capability deterministic.
-            if let Some(&capability) = unique.iter().find(|c| !c.allowed_for_read_only()) {
-                return Err(DefinitionError::ReadOnlyCapability { name, capability });
-            }
-        }
+        let capabilities = match check_shape(effect, replay_safety, capabilities) {
+            Ok(unique) => unique,
+            Err(violation) => return Err(violation.for_definition(name)),
+        };
 
         Ok(Definition {
             name,
@@ -327,9 +302,70 @@ impl DefinitionBuilder {
             input_schema,
             effect,
             replay_safety,
-            capabilities: unique,
+            capabilities,
         })
     }
+}
+
+/// A break of rules 5 to 7 of [`DefinitionBuilder::build`]: the rules a definition's
+/// [`ToolFacts`] carry, so a decoded `tool.started` occurrence is held to them as well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShapeViolation {
+    ReadOnlyNotSafe(ReplaySafety),
+    MutatingSafe,
+    DuplicateCapability(Capability),
+    ReadOnlyCapability(Capability),
+}
+
+impl ShapeViolation {
+    fn for_definition(self, name: String) -> DefinitionError {
+        match self {
+            ShapeViolation::ReadOnlyNotSafe(replay_safety) => DefinitionError::ReadOnlyNotSafe {
+                name,
+                replay_safety,
+            },
+            ShapeViolation::MutatingSafe => DefinitionError::MutatingSafe { name },
+            ShapeViolation::DuplicateCapability(capability) => {
+                DefinitionError::DuplicateCapability { name, capability }
+            }
+            ShapeViolation::ReadOnlyCapability(capability) => {
+                DefinitionError::ReadOnlyCapability { name, capability }
+            }
+        }
+    }
+}
+
+/// Checks rules 5 to 7 of [`DefinitionBuilder::build`], in that order, and returns the
+/// capabilities as a set.
+pub(crate) fn check_shape(
+    effect: Effect,
+    replay_safety: ReplaySafety,
+    capabilities: impl IntoIterator<Item = Capability>,
+) -> Result<BTreeSet<Capability>, ShapeViolation> {
+    match (effect, replay_safety) {
+        // Observing twice is indistinguishable from observing once.
+        (Effect::ReadOnly, ReplaySafety::Safe) => {}
+        (Effect::ReadOnly, replay_safety) => {
+            return Err(ShapeViolation::ReadOnlyNotSafe(replay_safety));
+        }
+        // A repeated mutation is at best idempotent; claiming `safe` would let an engine
+        // replay it blindly.
+        (Effect::Mutating, ReplaySafety::Safe) => return Err(ShapeViolation::MutatingSafe),
+        (Effect::Mutating, _) => {}
+    }
+    let mut unique = BTreeSet::new();
+    for capability in capabilities {
+        if !unique.insert(capability) {
+            return Err(ShapeViolation::DuplicateCapability(capability));
+        }
+    }
+    if effect == Effect::ReadOnly {
+        // Iterating the set keeps the reported capability deterministic.
+        if let Some(&capability) = unique.iter().find(|c| !c.allowed_for_read_only()) {
+            return Err(ShapeViolation::ReadOnlyCapability(capability));
+        }
+    }
+    Ok(unique)
 }
 
 fn check_input_schema(name: &str, schema: &Value) -> Result<(), DefinitionError> {

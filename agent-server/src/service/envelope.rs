@@ -222,9 +222,9 @@ mod tests {
                 name: "write".into(),
                 turn: 1,
                 plan_id: Arc::from("plan-secret"),
-                plan_fingerprint: Arc::from("fingerprint-secret"),
-                plan_identity: Arc::from("identity-secret"),
-                workspace: Some(Arc::from("/home/secret")),
+                plan_fingerprint: Arc::from(format!("sha256:{}", "a".repeat(64))),
+                plan_identity: Arc::from(format!("sha256:{}", "b".repeat(64))),
+                workspace: Some(Arc::from(format!("sha256:{}", "c".repeat(64)))),
                 declared: None,
             }),
         );
@@ -248,7 +248,7 @@ mod tests {
                 "c1",
                 "write",
                 FailureCode::ToolFailed,
-                Some((ExecutionState::Uncertain, RetryDisposition::Allowed)),
+                Some((ExecutionState::Uncertain, RetryDisposition::Never)),
             )),
         );
         let value = json(&failed);
