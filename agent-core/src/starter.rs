@@ -41,7 +41,7 @@
 //! ```
 //!
 //! Every bean here is `fallback`: declaring a bean of the same type replaces it (another
-//! `Arc<dyn ToolPlanSource>`, such as `agent_mcp::beans::mcp`'s; another `Arc<Engine>`;
+//! `Arc<dyn ToolPlanSource>`, such as a plan source of runtime tools; another `Arc<Engine>`;
 //! another `Arc<EngineSettings>` for the engine's identity, run ids, clock and options).
 //! A replacement needs a name of its own (`"my-engine"`): bean names are unique in a graph.
 //! The starter is a bean set, not a function, so that each piece stays a bean the

@@ -727,7 +727,13 @@ const HOST_CRATES: &[&str] = &[
     "agent-logging",
     "coding-agent",
 ];
-const TOOL_CRATES: &[&str] = &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"];
+const TOOL_CRATES: &[&str] = &[
+    "fixtures",
+    "renamed-dependency",
+    "gen-graph",
+    "ui-tests",
+    "examples",
+];
 
 /// A crate's package name and the packages it depends on (normal, dev, build and target
 /// dependencies alike; `package = ".."` renames resolved), from the manifest text.
