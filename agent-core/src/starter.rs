@@ -201,6 +201,34 @@ pub fn pending_hub() -> Managed<Arc<PendingHub>> {
 
 /// Every tool bean by name, behind every guard and decorator bean (each list in its
 /// `order`), frozen into one static plan.
+///
+/// ```
+/// use std::sync::Arc;
+/// use agent_core::model::{ModelProvider, ScriptedProvider};
+/// use agent_core::stage::{DispatchError, GuardRequest, Next, ToolDispatchGuard};
+/// use agent_core::tool::{BoxFuture, ToolResult};
+///
+/// /// Lets every call through.
+/// pub struct Open;
+/// impl ToolDispatchGuard for Open {
+///     fn guard<'a>(&'a self, _: GuardRequest<'a>, next: Next<'a>) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+///         next.run()
+///     }
+/// }
+///
+/// #[agent_core::bean(name = "open")]
+/// pub fn open() -> Arc<dyn ToolDispatchGuard> { Arc::new(Open) }
+///
+/// #[agent_core::model_provider(name = "silent")]
+/// pub fn silent() -> Arc<dyn ModelProvider> { Arc::new(ScriptedProvider::new(|_| Vec::new())) }
+///
+/// agent_core::compose! { pub struct App { beans: [silent, open, agent_core::starter::beans] } }
+///
+/// # fn main() {
+/// let guards = &App::manifest().selection("agent-tool-plan", "guards").unwrap().chosen;
+/// assert_eq!(guards, &["open"]);
+/// # }
+/// ```
 #[bean(crate = crate, name = "agent-tool-plan", fallback)]
 pub fn agent_tool_plan(
     tools: BTreeMap<String, Arc<dyn Tool>>,
@@ -238,6 +266,24 @@ pub fn agent_engine(
 crate::bean_set! {
     crate = crate;
     /// The starter's beans, each replaceable: `engine-settings`, `pending-hub`,
-    /// `agent-tool-plan` and `engine`.
+    /// `agent-tool-plan` and `engine` (built in that order, stopped in reverse).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use agent_core::model::{ModelProvider, ScriptedProvider};
+    ///
+    /// #[agent_core::model_provider(name = "silent")]
+    /// pub fn silent() -> Arc<dyn ModelProvider> { Arc::new(ScriptedProvider::new(|_| Vec::new())) }
+    ///
+    /// agent_core::compose! { pub struct App { beans: [silent, agent_core::starter::beans] } }
+    ///
+    /// # fn main() {
+    /// let m = App::manifest();
+    /// for name in ["engine-settings", "pending-hub", "agent-tool-plan", "engine"] {
+    ///     assert!(m.bean(name).unwrap().fallback, "{name} is replaceable");
+    /// }
+    /// assert_eq!(m.order.last(), Some(&"engine"));
+    /// # }
+    /// ```
     pub beans = [engine_settings, pending_hub, agent_tool_plan, agent_engine];
 }
