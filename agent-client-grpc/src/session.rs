@@ -653,7 +653,9 @@ async fn open_events(
         loop {
             let item = tokio::select! {
                 biased;
-                _ = &mut stop => Err(c::Error::Closed),
+                // Closed: end at once. The reader's `next` reports `Closed` from the
+                // lifetime, and `stop` (finished) must not be polled again below.
+                _ = &mut stop => break,
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,
@@ -799,7 +801,9 @@ async fn open_interactions(
         loop {
             let item = tokio::select! {
                 biased;
-                _ = &mut stop => Err(c::Error::Closed),
+                // Closed: end at once. The reader's `next` reports `Closed` from the
+                // lifetime, and `stop` (finished) must not be polled again below.
+                _ = &mut stop => break,
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,

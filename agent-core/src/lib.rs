@@ -9,7 +9,9 @@
 //!   [`interaction`], [`model`], [`stage`](mod@stage), [`event`];
 //! * the **engine** in [`agent`]: the deterministic single-agent loop that runs a composed
 //!   graph;
-//! * the **runtime support** for generated graphs in [`compose`](mod@compose).
+//! * the **runtime support** for generated graphs in [`compose`](mod@compose);
+//! * the **starter** in [`starter`]: replaceable beans for the tool plan, the interaction hub
+//!   and the engine, so a first agent is a provider, its tools and one `compose!`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,6 +61,7 @@ pub mod model;
 mod panic;
 mod run_id;
 pub mod stage;
+pub mod starter;
 mod text;
 pub mod tool;
 
