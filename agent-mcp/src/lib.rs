@@ -24,7 +24,7 @@ pub mod naming;
 pub mod process;
 pub mod result;
 
-pub use config::{ConfigError, McpConfig, ServerConfig, Timeouts, ToolOverride};
+pub use config::{ConfigError, McpConfig, ServerConfig, TextPosition, Timeouts, ToolOverride};
 pub use error::McpError;
 pub use generation::{Origin, ToolEntry};
 pub use health::{Health, HostState, ServerHealth, ServerState};
