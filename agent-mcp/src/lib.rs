@@ -23,6 +23,7 @@ pub mod mapping;
 pub mod naming;
 pub mod process;
 pub mod result;
+pub mod transport;
 
 pub use config::{ConfigError, McpConfig, ServerConfig, TextPosition, Timeouts, ToolOverride};
 pub use error::McpError;
