@@ -223,7 +223,21 @@ impl McpConfig {
         Self::parse_with_base(&text, Some(base))
     }
 
-    /// Parses the JSON text of a configuration.
+    /// Parses the JSON text of a configuration. A key repeated in one object is refused
+    /// with both of its positions.
+    ///
+    /// ```
+    /// use agent_mcp::{ConfigError, McpConfig};
+    ///
+    /// let config = McpConfig::parse(r#"{"mcpServers": {"memory": {"command": "npx"}}}"#).unwrap();
+    /// assert_eq!(config.servers()[0].namespace, "memory");
+    ///
+    /// let repeated = r#"{"mcpServers": {"m": {"command": "x", "trusted": false, "trusted": true}}}"#;
+    /// let Err(ConfigError::DuplicateKey { path, first, second }) = McpConfig::parse(repeated) else {
+    ///     panic!("a repeated key is refused");
+    /// };
+    /// assert_eq!((path.as_str(), first.column, second.column), ("mcpServers.m.trusted", 39, 57));
+    /// ```
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         Self::parse_with_base(text, None)
     }

@@ -335,6 +335,115 @@ mod tests {
         assert!(scan(&[&at]).is_some());
     }
 
+    /// Feeds `input` to a transport over an in-memory pipe and returns what it delivers.
+    fn deliver(input: Vec<u8>) -> (Vec<RxJsonRpcMessage<RoleClient>>, Oversized) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async move {
+            let (mut server, client) = tokio::io::duplex(64 * 1024);
+            let oversized = Oversized::default();
+            let mut transport = BoundedTransport::new(client, tokio::io::sink(), oversized.clone());
+            let writer = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                server.write_all(&input).await.unwrap();
+            });
+            let mut delivered = Vec::new();
+            let read = async {
+                while let Some(message) = transport.receive().await {
+                    delivered.push(message);
+                }
+            };
+            tokio::time::timeout(std::time::Duration::from_secs(60), read)
+                .await
+                .expect("the transport read everything in time");
+            writer.await.unwrap();
+            (delivered, oversized)
+        })
+    }
+
+    fn response(id: u64, bytes: usize, id_last: bool) -> Vec<u8> {
+        let line = |pad: &str| {
+            let result = format!(r#"{{"content":[{{"type":"text","text":"{pad}"}}]}}"#);
+            if id_last {
+                format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{id}}}"#)
+            } else {
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+            }
+        };
+        let pad = "x".repeat(bytes.saturating_sub(line("").len()));
+        let mut line = line(&pad).into_bytes();
+        assert!(bytes < 100 || line.len() == bytes);
+        line.push(b'\n');
+        line
+    }
+
+    fn is_error_for(message: &RxJsonRpcMessage<RoleClient>, id: i64) -> bool {
+        matches!(message, rmcp::model::JsonRpcMessage::Error(error)
+            if error.id == Some(RequestId::Number(id)) && error.error.code == ANSWER_TOO_LARGE)
+    }
+
+    #[test]
+    fn a_message_at_the_bound_is_delivered_and_past_it_is_answered_for() {
+        let mut input = response(1, MAX_MESSAGE_BYTES, false);
+        input.extend(response(2, MAX_MESSAGE_BYTES + 1, false));
+        input.extend(response(3, MAX_MESSAGE_BYTES + 1, true));
+        // No id at all (a notification): dropped without an answer.
+        let notification = format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"data":"{}"}}}}"#,
+            "x".repeat(MAX_MESSAGE_BYTES)
+        );
+        input.extend(notification.into_bytes());
+        input.extend(b"\n\r\n");
+        input.extend(response(4, 10, false));
+        let (delivered, oversized) = deliver(input);
+        assert_eq!(delivered.len(), 4);
+        assert!(
+            matches!(&delivered[0], rmcp::model::JsonRpcMessage::Response(r) if r.id == RequestId::Number(1))
+        );
+        assert!(is_error_for(&delivered[1], 2));
+        assert!(is_error_for(&delivered[2], 3));
+        assert!(
+            matches!(&delivered[3], rmcp::model::JsonRpcMessage::Response(r) if r.id == RequestId::Number(4))
+        );
+        assert!(oversized.take(&RequestId::Number(2)));
+        assert!(oversized.take(&RequestId::Number(3)));
+        assert!(!oversized.take(&RequestId::Number(1)));
+    }
+
+    #[test]
+    fn an_oversized_answer_is_reported_before_its_line_ends() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        runtime.block_on(async {
+            let (mut server, client) = tokio::io::duplex(64 * 1024);
+            let mut transport =
+                BoundedTransport::new(client, tokio::io::sink(), Oversized::default());
+            // The bound is passed, the line never ends, and the writer stays open.
+            let writer = tokio::spawn(async move {
+                use tokio::io::AsyncWriteExt;
+                let head =
+                    br#"{"jsonrpc":"2.0","id":9,"result":{"content":[{"type":"text","text":""#;
+                server.write_all(head).await.unwrap();
+                server
+                    .write_all(&vec![b'x'; MAX_MESSAGE_BYTES])
+                    .await
+                    .unwrap();
+                server
+            });
+            let message =
+                tokio::time::timeout(std::time::Duration::from_secs(60), transport.receive())
+                    .await
+                    .expect("reported before the line ended")
+                    .expect("a message");
+            assert!(is_error_for(&message, 9));
+            drop(writer.await.unwrap());
+        });
+    }
+
     #[test]
     fn oversized_answers_are_remembered_up_to_the_bound() {
         let oversized = Oversized::default();

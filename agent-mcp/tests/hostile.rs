@@ -126,6 +126,24 @@ fn a_server_with_an_unsupported_protocol_version_is_refused() {
             "{error}"
         );
         assert!(error.to_string().contains("1999-01-01"), "{error}");
+        // The server chose the text: at most 64 characters of it are quoted.
+        for (length, quoted) in [(64, 64), (65, 64), (10_000, 64)] {
+            let version = "9".repeat(length);
+            let error = McpToolPlanSource::start(
+                &raw_config(json!({"FAULT_PROTOCOL_VERSION": version})),
+                compiled(&[]),
+                vec![],
+                vec![],
+                quick_options(),
+            )
+            .await
+            .unwrap_err();
+            assert!(
+                matches!(&error, McpError::UnsupportedProtocol { version, .. }
+                    if version.chars().count() == quoted),
+                "{error}"
+            );
+        }
         // The same server answering with the version asked for is accepted.
         let source = start(&raw_config(json!({})), &[]).await;
         let tools = source.current_tools().unwrap();
