@@ -458,11 +458,12 @@ fn failures_after_consume_stay_uncertain() {
             durable,
             "{expected:?}"
         );
-        // Another process (a fresh store) finds the run unimportable.
+        // Another store of this process shares the fence; another process, without it,
+        // finds the record (`durable`, not SUSPENDED) unimportable (`tests/crash.rs`).
         let other = open(&temp.store_dir());
         assert_eq!(
-            other.prepare_import(&envelope).unwrap_err().reason(),
-            Reason::NotSuspended
+            other.prepare_import(&envelope).unwrap_err().kind(),
+            ErrorKind::Uncertain
         );
     }
 }
