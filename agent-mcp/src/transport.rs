@@ -209,8 +209,9 @@ where
     }
 }
 
-/// Finds the top-level `"id"` of a JSON object fed in pieces, keeping at most
-/// [`MAX_ID_BYTES`] of it (and nothing else).
+/// Finds the top-level `"id"` of a JSON-RPC answer fed in pieces, keeping at most
+/// [`MAX_ID_BYTES`] of it (and nothing else). A message with a top-level `"method"` (seen so
+/// far) is a request or notification of the server's, whose id is not one of ours.
 #[derive(Default)]
 struct IdScanner {
     depth: usize,
@@ -219,9 +220,10 @@ struct IdScanner {
     escaped: bool,
     /// At depth 1 of the top object: the next string is a key.
     expect_key: bool,
-    /// The key being read (the first three bytes are enough to tell `id`).
+    /// The key being read (the first seven bytes are enough to tell `id` and `method`).
     key: Option<Vec<u8>>,
     last_key_is_id: bool,
+    is_request: bool,
     /// The id's bytes while its value is read.
     value: Option<Vec<u8>>,
     found: Option<RequestId>,
@@ -230,12 +232,12 @@ struct IdScanner {
 
 impl IdScanner {
     fn id(&self) -> Option<RequestId> {
-        self.found.clone()
+        self.found.clone().filter(|_| !self.is_request)
     }
 
     fn feed(&mut self, bytes: &[u8]) {
         for &b in bytes {
-            if self.found.is_some() || self.given_up {
+            if self.found.is_some() || self.given_up || self.is_request {
                 return;
             }
             self.step(b);
@@ -260,7 +262,7 @@ impl IdScanner {
             if let Some(key) = &mut self.key
                 && !self.escaped
                 && b != b'"'
-                && key.len() < 3
+                && key.len() < 7
             {
                 key.push(b);
             }
@@ -272,6 +274,7 @@ impl IdScanner {
                 self.in_string = false;
                 if let Some(key) = self.key.take() {
                     self.last_key_is_id = key == b"id";
+                    self.is_request |= key == b"method";
                 }
             }
             return;
@@ -328,6 +331,12 @@ mod tests {
         assert_eq!(scan(&[r#"{"jsonrpc":"2.0","id":7"#]), None);
         assert_eq!(scan(&[r#"{"result":{"id":3}"#]), None);
         assert_eq!(scan(&[r#"[{"id":3}]"#]), None);
+        // A request of the server's: its id is not one of ours.
+        assert_eq!(scan(&[r#"{"method":"ping","id":3,"params":{"#]), None);
+        assert_eq!(
+            scan(&[r#"{"methods":1,"id":3,"#]),
+            Some(RequestId::Number(3))
+        );
         assert_eq!(scan(&[r#"{"id":{"a":1},"b":2}"#]), None);
         let long = format!(r#"{{"id":"{}"}}"#, "x".repeat(MAX_ID_BYTES));
         assert_eq!(scan(&[&long]), None);
