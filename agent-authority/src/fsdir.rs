@@ -164,6 +164,12 @@ impl BoundDir {
         }
     }
 
+    /// The bound directory's device and inode: what it is, whatever path reached it.
+    pub(crate) fn device_and_inode(&self) -> Result<(u64, u64), AuthorityError> {
+        let stat = rustix::fs::fstat(&self.fd).map_err(io_error)?;
+        Ok((stat.st_dev, stat.st_ino))
+    }
+
     fn check(&self, fd: &OwnedFd) -> Result<(), AuthorityError> {
         let stat = rustix::fs::fstat(fd).map_err(io_error)?;
         if trusted_file(&stat, self.uid) {

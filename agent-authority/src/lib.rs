@@ -34,5 +34,6 @@ pub use keys::{DIGEST_BYTES, KEY_BYTES, MAC_BYTES, SCOPE_ID_BYTES, ScopeId, Secr
 pub use record::{MAX_RECORD_BYTES, Phase, RECORD_VERSION};
 pub use run::{ActiveRun, Import, TerminalPhase};
 pub use store::{
-    DEFAULT_SUBDIRECTORY, RunStatus, Step, StepHook, Store, StoreOptions, default_directory,
+    DEFAULT_SUBDIRECTORY, MAX_FENCED_DIRECTORIES, MAX_FENCED_RUNS, RunStatus, Step, StepHook,
+    Store, StoreOptions, default_directory,
 };

@@ -1,11 +1,11 @@
 //! The per-user run authority: the bound directory and identity, per-run locks and signed
 //! lifecycle records, leases, the uncertain fence, start and the first half of an import.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::fs::TryLockError;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
 use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
 use crate::error::{AuthorityError, Reason};
@@ -136,9 +136,77 @@ struct Shared {
     open: Option<Open>,
 }
 
+/// Most store directories whose fences one process keeps apart; past it every run of every
+/// further directory is fenced (a fence is never dropped to make room).
+pub const MAX_FENCED_DIRECTORIES: usize = 256;
+/// Most runs fenced one by one per directory; past it every run of that directory is fenced.
+pub const MAX_FENCED_RUNS: usize = 4096;
+
+/// One store directory as the fence knows it: its device and inode (so another path to
+/// the same directory, or a second [`Store::open`], shares the fence) and its scope (so a
+/// deleted directory whose inode is reused by a new store does not inherit the fence).
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct FenceKey {
+    device: u64,
+    inode: u64,
+    scope: ScopeId,
+}
+
+#[derive(Default)]
+struct DirectoryFence {
+    runs: HashSet<String>,
+    /// Set when [`MAX_FENCED_RUNS`] was exceeded: every run of the directory is fenced.
+    all: bool,
+}
+
+/// The process's uncertain fences by directory, bounded; it fails closed when full.
+#[derive(Default)]
+pub(crate) struct Fences {
+    directories: HashMap<FenceKey, DirectoryFence>,
+    /// Set when [`MAX_FENCED_DIRECTORIES`] was exceeded: every run of a directory not in
+    /// `directories` is fenced.
+    overflow: bool,
+}
+
+impl Fences {
+    fn is_fenced(&self, key: &FenceKey, run_id: &str) -> bool {
+        match self.directories.get(key) {
+            Some(fence) => fence.all || fence.runs.contains(run_id),
+            None => self.overflow,
+        }
+    }
+
+    fn fence(&mut self, key: FenceKey, run_id: &str) {
+        if !self.directories.contains_key(&key) && self.directories.len() >= MAX_FENCED_DIRECTORIES
+        {
+            self.overflow = true;
+            return;
+        }
+        let fence = self.directories.entry(key).or_default();
+        if fence.all || fence.runs.contains(run_id) {
+            return;
+        }
+        if fence.runs.len() >= MAX_FENCED_RUNS {
+            // Fail closed: the runs are no longer needed one by one.
+            fence.all = true;
+            fence.runs = HashSet::new();
+            return;
+        }
+        fence.runs.insert(run_id.to_owned());
+    }
+}
+
+/// The fences of this process: every handle on a directory shares them, so the fence
+/// holds for the rest of the process, not only for the handle that set it.
+static FENCES: LazyLock<Mutex<Fences>> = LazyLock::new(Mutex::default);
+
+fn fences() -> MutexGuard<'static, Fences> {
+    FENCES.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 pub(crate) struct Inner {
     shared: Mutex<Shared>,
-    uncertain: Mutex<HashSet<String>>,
+    fence_key: FenceKey,
     hook: Option<StepHook>,
 }
 
@@ -148,17 +216,11 @@ impl Inner {
     }
 
     pub(crate) fn is_uncertain(&self, run_id: &str) -> bool {
-        self.uncertain
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .contains(run_id)
+        fences().is_fenced(&self.fence_key, run_id)
     }
 
     pub(crate) fn fence(&self, run_id: &str) {
-        self.uncertain
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(run_id.to_owned());
+        fences().fence(self.fence_key, run_id);
     }
 
     pub(crate) fn step(&self, step: Step) -> Result<(), AuthorityError> {
@@ -286,7 +348,8 @@ pub struct RunStatus {
 }
 
 /// The per-user run authority. Cheap to clone; clones share the bound directory, the
-/// identity, the leases and the uncertain fence.
+/// identity and the leases. The uncertain fence is the process's: every store opened on the
+/// same directory shares it.
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -316,6 +379,12 @@ impl Store {
     fn open_at(path: &Path, hook: Option<StepHook>) -> Result<Store, AuthorityError> {
         let dir = BoundDir::bind(path)?;
         let identity = Identity::load_or_create(&dir)?;
+        let (device, inode) = dir.device_and_inode()?;
+        let fence_key = FenceKey {
+            device,
+            inode,
+            scope: identity.scope,
+        };
         Ok(Store {
             inner: Arc::new(Inner {
                 shared: Mutex::new(Shared {
@@ -326,7 +395,7 @@ impl Store {
                         identity: Arc::new(identity),
                     }),
                 }),
-                uncertain: Mutex::new(HashSet::new()),
+                fence_key,
                 hook,
             }),
         })
@@ -378,7 +447,8 @@ impl Store {
         self.inner.shared().open.is_none()
     }
 
-    /// Whether this process fenced the run as uncertain.
+    /// Whether this process fenced the run as uncertain (through any store on this
+    /// directory).
     pub fn is_uncertain(&self, run_id: &str) -> bool {
         self.inner.is_uncertain(run_id)
     }
@@ -469,5 +539,62 @@ impl Store {
             lock: Some(lock),
             record_generation: record.run_generation,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(inode: u64) -> FenceKey {
+        FenceKey {
+            device: 1,
+            inode,
+            scope: ScopeId::from_bytes([7; crate::keys::SCOPE_ID_BYTES]),
+        }
+    }
+
+    #[test]
+    fn runs_are_fenced_one_by_one_up_to_the_bound_then_all_of_the_directory() {
+        let mut fences = Fences::default();
+        for i in 0..MAX_FENCED_RUNS {
+            fences.fence(key(1), &format!("run-{i}"));
+        }
+        assert!(fences.is_fenced(&key(1), "run-0"));
+        assert!(!fences.is_fenced(&key(1), "other"));
+        // Fencing one already fenced changes nothing.
+        fences.fence(key(1), "run-0");
+        assert!(!fences.is_fenced(&key(1), "other"));
+        fences.fence(key(1), "one-more");
+        assert!(fences.is_fenced(&key(1), "other"));
+        assert!(fences.is_fenced(&key(1), "run-0"));
+        assert!(!fences.is_fenced(&key(2), "other"));
+    }
+
+    #[test]
+    fn past_the_directory_bound_every_further_directory_is_fenced() {
+        let mut fences = Fences::default();
+        for inode in 0..MAX_FENCED_DIRECTORIES as u64 {
+            fences.fence(key(inode), "run-1");
+        }
+        assert!(!fences.is_fenced(&key(u64::MAX), "run-1"));
+        assert!(!fences.is_fenced(&key(0), "run-2"));
+        fences.fence(key(u64::MAX), "run-1");
+        assert!(fences.is_fenced(&key(u64::MAX), "run-1"));
+        assert!(fences.is_fenced(&key(u64::MAX - 1), "anything"));
+        // A directory that has its own entry keeps its own answer.
+        assert!(!fences.is_fenced(&key(0), "run-2"));
+        assert!(fences.is_fenced(&key(0), "run-1"));
+    }
+
+    #[test]
+    fn the_scope_keeps_a_reused_inode_apart() {
+        let mut fences = Fences::default();
+        fences.fence(key(1), "run-1");
+        let reused = FenceKey {
+            scope: ScopeId::from_bytes([8; crate::keys::SCOPE_ID_BYTES]),
+            ..key(1)
+        };
+        assert!(!fences.is_fenced(&reused, "run-1"));
     }
 }

@@ -458,11 +458,12 @@ fn failures_after_consume_stay_uncertain() {
             durable,
             "{expected:?}"
         );
-        // Another process (a fresh store) finds the run unimportable.
+        // Another store of this process shares the fence; another process, without it,
+        // finds the record (`durable`, not SUSPENDED) unimportable (`tests/crash.rs`).
         let other = open(&temp.store_dir());
         assert_eq!(
-            other.prepare_import(&envelope).unwrap_err().reason(),
-            Reason::NotSuspended
+            other.prepare_import(&envelope).unwrap_err().kind(),
+            ErrorKind::Uncertain
         );
     }
 }
@@ -643,4 +644,44 @@ fn envelopes_from_another_authority_are_refused() {
         other.prepare_import(&decoded).unwrap_err().kind(),
         ErrorKind::Verification
     );
+}
+
+#[test]
+fn the_uncertain_fence_holds_for_every_store_on_the_directory() {
+    let temp = TempDir::new("fence-shared");
+    let (first, armed) = failing_at(&temp.store_dir(), Step::TempSynced(Phase::Importing));
+    let envelope = suspended(&first, "run-1");
+    // The same record in another directory: its fence is its own.
+    let other_temp = TempDir::new("fence-other");
+    let other = open(&other_temp.store_dir());
+    let other_envelope = suspended(&other, "run-1");
+    arm(&armed);
+    let log = fake::log();
+    let error = first
+        .prepare_import(&envelope)
+        .unwrap()
+        .complete(Kernel::new(&log))
+        .unwrap_err();
+    assert_eq!(error.kind(), ErrorKind::Uncertain);
+    // The write never landed: the record still says SUSPENDED, so only the fence refuses.
+    assert_eq!(status(&first, "run-1").unwrap().phase, Phase::Suspended);
+    let second = open(&temp.store_dir());
+    assert!(second.is_uncertain("run-1"));
+    assert_eq!(
+        second.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Uncertain
+    );
+    // Closing the first handle and opening a third changes nothing.
+    first.close().unwrap();
+    let third = open(&temp.store_dir());
+    assert_eq!(
+        third.prepare_import(&envelope).unwrap_err().kind(),
+        ErrorKind::Uncertain
+    );
+    assert!(!other.is_uncertain("run-1"));
+    let (_run, _) = other
+        .prepare_import(&other_envelope)
+        .unwrap()
+        .complete(Kernel::new(&fake::log()))
+        .unwrap();
 }

@@ -16,6 +16,12 @@
 //! `progress` reports `steps` progress notifications (`i/steps`), then answers. With
 //! `FAULT_LIST_CHANGED_ON_INIT=1` it adds `extra_0` as soon as the client is initialized and
 //! announces the change unasked.
+//!
+//! With `FAULT_RAW=1` it is instead a hand-written JSON-RPC loop (no rmcp), for the hostile
+//! cases rmcp's server would not produce: it answers `initialize` with the version in
+//! `FAULT_PROTOCOL_VERSION` (default: the one the client asked for) and lists one mutating
+//! tool, `sized`, whose answer is one line of exactly `bytes` bytes before its newline, with
+//! the `id` first, or last when `id_last` is true.
 #![forbid(unsafe_code)]
 
 use std::sync::Arc;
@@ -315,8 +321,90 @@ impl ServerHandler for Fault {
     }
 }
 
+/// The `FAULT_RAW` server: one JSON-RPC message per line on stdin, answered on stdout.
+mod raw {
+    use std::io::{BufRead, Write};
+
+    use serde_json::{Value, json};
+
+    fn sized_answer(id: &Value, bytes: usize, id_last: bool) -> Vec<u8> {
+        let line = |pad: &str| {
+            let result = json!({"content": [{"type": "text", "text": pad}], "isError": false});
+            if id_last {
+                format!(r#"{{"jsonrpc":"2.0","result":{result},"id":{id}}}"#)
+            } else {
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)
+            }
+        };
+        let skeleton = line("").len();
+        let mut answer = line(&"x".repeat(bytes.saturating_sub(skeleton))).into_bytes();
+        answer.push(b'\n');
+        answer
+    }
+
+    fn answer(message: &Value) -> Option<Vec<u8>> {
+        let id = message.get("id")?;
+        let method = message.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = message.get("params").cloned().unwrap_or(Value::Null);
+        let result = match method {
+            "initialize" => {
+                let asked = params
+                    .get("protocolVersion")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let version = std::env::var("FAULT_PROTOCOL_VERSION")
+                    .map(Value::String)
+                    .unwrap_or(asked);
+                json!({"protocolVersion": version, "capabilities": {"tools": {}},
+                       "serverInfo": {"name": "fault-raw", "version": "1"}})
+            }
+            "tools/list" => json!({"tools": [{
+                "name": "sized",
+                "description": "Answers with one line of `bytes` bytes.",
+                "inputSchema": {"type": "object", "properties": {
+                    "bytes": {"type": "integer"}, "id_last": {"type": "boolean"}}},
+                "annotations": {"readOnlyHint": false, "destructiveHint": false,
+                                "idempotentHint": false, "openWorldHint": false}}]}),
+            "tools/call" => {
+                let arguments = params.get("arguments").cloned().unwrap_or(Value::Null);
+                let bytes = arguments.get("bytes").and_then(Value::as_u64).unwrap_or(0);
+                let id_last = arguments.get("id_last").and_then(Value::as_bool) == Some(true);
+                return Some(sized_answer(id, bytes as usize, id_last));
+            }
+            "ping" => json!({}),
+            _ => {
+                let error = json!({"code": -32601, "message": "no such method"});
+                let mut line = json!({"jsonrpc": "2.0", "id": id, "error": error}).to_string();
+                line.push('\n');
+                return Some(line.into_bytes());
+            }
+        };
+        let mut line = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+        line.push('\n');
+        Some(line.into_bytes())
+    }
+
+    pub(crate) fn serve() -> std::io::Result<()> {
+        let stdin = std::io::stdin();
+        let mut stdout = std::io::stdout().lock();
+        for line in stdin.lock().lines() {
+            let Ok(message) = serde_json::from_str::<Value>(&line?) else {
+                continue;
+            };
+            if let Some(bytes) = answer(&message) {
+                stdout.write_all(&bytes)?;
+                stdout.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::var_os("FAULT_RAW").is_some() {
+        return Ok(raw::serve()?);
+    }
     let service = Fault::default().serve(rmcp::transport::stdio()).await?;
     service.waiting().await?;
     Ok(())

@@ -12,7 +12,7 @@ use agent_core::tool::{
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CancelledNotification, CancelledNotificationParam,
     ClientNotification, ClientRequest, ErrorCode, ListToolsRequest, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ServerResult, Tool as McpToolInfo,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool as McpToolInfo,
 };
 use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
@@ -23,6 +23,7 @@ use crate::config::ServerConfig;
 use crate::error::McpError;
 use crate::process::{self, ProcessGroup};
 use crate::result::{bounded_preview, render_content};
+use crate::transport::{BoundedTransport, MAX_MESSAGE_BYTES, Oversized};
 
 /// Most tools one server may list.
 pub const MAX_TOOLS_PER_SERVER: usize = 1024;
@@ -30,6 +31,8 @@ pub const MAX_TOOLS_PER_SERVER: usize = 1024;
 pub const MAX_LIST_PAGES: usize = 64;
 /// How long a `notifications/cancelled` may take to be handed to the transport.
 const CANCEL_SEND_TIMEOUT: Duration = Duration::from_millis(500);
+/// Longest protocol version a refusal quotes, in characters (the server chose the text).
+const MAX_QUOTED_VERSION_CHARS: usize = 64;
 
 /// What a server session tells the host.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +130,8 @@ pub struct ServerInstance {
     peer: Peer<RoleClient>,
     progress: ProgressRoutes,
     queued: Arc<AtomicBool>,
+    /// The requests whose answer the transport refused as over [`MAX_MESSAGE_BYTES`].
+    oversized: Oversized,
     service: Mutex<Option<RunningService<RoleClient, Notifier>>>,
     /// Taken out by the shutdown; dropping it (with the instance) kills the group.
     group: Mutex<Option<ProcessGroup>>,
@@ -182,7 +187,9 @@ impl ServerInstance {
             queued: queued.clone(),
         };
         let startup = config.timeouts.startup;
-        let service = match tokio::time::timeout(startup, notifier.serve((stdout, stdin))).await {
+        let oversized = Oversized::default();
+        let transport = BoundedTransport::new(stdout, stdin, oversized.clone());
+        let service = match tokio::time::timeout(startup, notifier.serve(transport)).await {
             Ok(Ok(service)) => service,
             Ok(Err(error)) => {
                 return Err(McpError::Startup {
@@ -199,6 +206,25 @@ impl ServerInstance {
                 });
             }
         };
+        // The specification: a client that does not support the version the server answered
+        // with disconnects. Returning drops the session and then the group (killed).
+        let version = service
+            .peer_info()
+            .map(|info| info.protocol_version.clone());
+        if !version
+            .as_ref()
+            .is_some_and(|v| ProtocolVersion::KNOWN_VERSIONS.contains(v))
+        {
+            let version = version.map(|v| v.to_string()).unwrap_or_default();
+            return Err(McpError::UnsupportedProtocol {
+                server: key,
+                version: version
+                    .chars()
+                    .take(MAX_QUOTED_VERSION_CHARS)
+                    .map(|c| if c.is_control() { ' ' } else { c })
+                    .collect(),
+            });
+        }
         let peer = service.peer().clone();
         let instance = Arc::new(ServerInstance {
             config,
@@ -206,6 +232,7 @@ impl ServerInstance {
             peer,
             progress,
             queued,
+            oversized,
             service: Mutex::new(Some(service)),
             group: Mutex::new(Some(group)),
             pgid,
@@ -401,6 +428,7 @@ impl ServerInstance {
         // The dispatcher drops this future when the run is cancelled; the guard then sends
         // `notifications/cancelled` on its own task. A late response is discarded by rmcp,
         // because nobody waits for this request id any more.
+        let request_id = handle.id.clone();
         let mut guard = CancelOnDrop {
             peer: Some(handle.peer.clone()),
             id: Some(handle.id.clone()),
@@ -452,6 +480,18 @@ impl ServerInstance {
                     reason: error.to_string(),
                 },
             )),
+            // Our reader answered for the server: the answer came, and was too large to
+            // read. What the tool did is known to have ended; its result is lost.
+            Err(ServiceError::McpError(_)) if self.oversized.take(&request_id) => {
+                Err(ExecutionError::definitive(
+                    call_id.clone(),
+                    McpError::AnswerTooLarge {
+                        server: key.clone(),
+                        tool: server_tool.to_owned(),
+                        limit: MAX_MESSAGE_BYTES,
+                    },
+                ))
+            }
             // The server refused the request itself: it did not run the tool.
             Err(ServiceError::McpError(error)) if refused_before_running(error.code) => {
                 Err(ExecutionError::definitive(

@@ -3,7 +3,7 @@
 //! `capabilities`, `overrides` and the timeouts. Every rejection is a [`ConfigError`] that
 //! names the server and the field, never the rejected value (an `env` value may be a secret).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -62,6 +62,18 @@ pub enum ConfigError {
         /// What is wrong.
         reason: String,
     },
+    /// An object has the same key twice, anywhere in the file. JSON leaves the meaning
+    /// open and a generic parser keeps the last one, so `"trusted": false, "trusted": true`
+    /// would trust the server: the whole file is refused instead.
+    #[error("MCP configuration: key `{path}` is repeated: first at {first}, again at {second}")]
+    DuplicateKey {
+        /// The key, as a dotted path from the top (`mcpServers.memory.trusted`).
+        path: String,
+        /// Where it first appears (its opening quote).
+        first: TextPosition,
+        /// Where it appears again.
+        second: TextPosition,
+    },
     /// A field of one server is invalid.
     #[error("MCP server `{server}`, field `{field}`: {problem}")]
     Field {
@@ -72,6 +84,21 @@ pub enum ConfigError {
         /// The rule it breaks.
         problem: String,
     },
+}
+
+/// A place in the configuration text: a 1-based line and a 1-based column, in characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct TextPosition {
+    /// The line, from 1.
+    pub line: usize,
+    /// The column, from 1, in characters.
+    pub column: usize,
+}
+
+impl std::fmt::Display for TextPosition {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
 }
 
 fn field(server: &str, field: impl Into<String>, problem: impl Into<String>) -> ConfigError {
@@ -196,7 +223,21 @@ impl McpConfig {
         Self::parse_with_base(&text, Some(base))
     }
 
-    /// Parses the JSON text of a configuration.
+    /// Parses the JSON text of a configuration. A key repeated in one object is refused
+    /// with both of its positions.
+    ///
+    /// ```
+    /// use agent_mcp::{ConfigError, McpConfig};
+    ///
+    /// let config = McpConfig::parse(r#"{"mcpServers": {"memory": {"command": "npx"}}}"#).unwrap();
+    /// assert_eq!(config.servers()[0].namespace, "memory");
+    ///
+    /// let repeated = r#"{"mcpServers": {"m": {"command": "x", "trusted": false, "trusted": true}}}"#;
+    /// let Err(ConfigError::DuplicateKey { path, first, second }) = McpConfig::parse(repeated) else {
+    ///     panic!("a repeated key is refused");
+    /// };
+    /// assert_eq!((path.as_str(), first.column, second.column), ("mcpServers.m.trusted", 39, 57));
+    /// ```
     pub fn parse(text: &str) -> Result<Self, ConfigError> {
         Self::parse_with_base(text, None)
     }
@@ -210,6 +251,10 @@ impl McpConfig {
         let root: Value = serde_json::from_str(text).map_err(|e| ConfigError::Syntax {
             reason: format!("not JSON: {e}"),
         })?;
+        // The text is valid JSON (and nested at most serde_json's 128 levels) from here on.
+        if let Some(duplicate) = find_duplicate_key(text) {
+            return Err(duplicate);
+        }
         let Some(servers) = root.get("mcpServers") else {
             return Err(ConfigError::Syntax {
                 reason: "the top level must be an object with `mcpServers`".to_owned(),
@@ -565,6 +610,108 @@ fn timeout_field(
     }
 }
 
+/// One open object or array while scanning for duplicate keys.
+enum Frame {
+    Object {
+        /// Each key seen so far, with where it was.
+        keys: HashMap<String, TextPosition>,
+        /// The key whose value comes next (or is being read).
+        current: Option<String>,
+        expect_key: bool,
+    },
+    Array {
+        index: usize,
+    },
+}
+
+/// The first key repeated in one object of `text` (which must be valid JSON), with both
+/// positions. Keys are compared decoded, so `"\u0074rusted"` repeats `"trusted"`.
+fn find_duplicate_key(text: &str) -> Option<ConfigError> {
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut chars = text.char_indices();
+    let mut position = TextPosition { line: 1, column: 0 };
+    let advance = |position: &mut TextPosition, c: char| {
+        if c == '\n' {
+            position.line += 1;
+            position.column = 0;
+        } else {
+            position.column += 1;
+        }
+    };
+    while let Some((start, c)) = chars.next() {
+        advance(&mut position, c);
+        match c {
+            '{' => stack.push(Frame::Object {
+                keys: HashMap::new(),
+                current: None,
+                expect_key: true,
+            }),
+            '[' => stack.push(Frame::Array { index: 0 }),
+            '}' | ']' => {
+                stack.pop();
+            }
+            ',' => match stack.last_mut() {
+                Some(Frame::Object { expect_key, .. }) => *expect_key = true,
+                Some(Frame::Array { index }) => *index += 1,
+                None => {}
+            },
+            ':' => {
+                if let Some(Frame::Object { expect_key, .. }) = stack.last_mut() {
+                    *expect_key = false;
+                }
+            }
+            '"' => {
+                let at = position;
+                let mut end = text.len();
+                let mut escaped = false;
+                for (i, c) in chars.by_ref() {
+                    advance(&mut position, c);
+                    if escaped {
+                        escaped = false;
+                    } else if c == '\\' {
+                        escaped = true;
+                    } else if c == '"' {
+                        end = i + 1;
+                        break;
+                    }
+                }
+                let Some((
+                    Frame::Object {
+                        keys,
+                        current,
+                        expect_key: true,
+                    },
+                    parents,
+                )) = stack.split_last_mut()
+                else {
+                    continue;
+                };
+                let raw = &text[start..end];
+                let key = serde_json::from_str::<String>(raw).unwrap_or_else(|_| raw.to_owned());
+                if let Some(&first) = keys.get(&key) {
+                    let mut path: Vec<String> = parents
+                        .iter()
+                        .map(|frame| match frame {
+                            Frame::Object { current, .. } => current.clone().unwrap_or_default(),
+                            Frame::Array { index } => index.to_string(),
+                        })
+                        .collect();
+                    path.push(key);
+                    return Some(ConfigError::DuplicateKey {
+                        path: path.join("."),
+                        first,
+                        second: at,
+                    });
+                }
+                keys.insert(key.clone(), at);
+                *current = Some(key);
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
 /// Whether `value` is 64 lowercase hex digits, not all zero.
 pub(crate) fn is_sha256_hex(value: &str) -> bool {
     value.len() == 64
@@ -727,6 +874,91 @@ mod tests {
             error(r#"{"mcpServers":{"My-Server":{"command":"x"},"my-server":{"command":"y"}}}"#);
         assert_eq!(field, "(key)");
         assert!(server == "my-server" || server == "My-Server");
+    }
+
+    /// The path and both positions of the duplicate `text` is refused for.
+    fn duplicate(text: &str) -> (String, String, String) {
+        match McpConfig::parse(text) {
+            Err(ConfigError::DuplicateKey {
+                path,
+                first,
+                second,
+            }) => (path, first.to_string(), second.to_string()),
+            other => panic!("not a duplicate-key error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_repeated_server_name_is_refused_with_both_positions() {
+        let text =
+            "{\"mcpServers\": {\n  \"f\": {\"command\": \"a\"},\n  \"f\": {\"command\": \"b\"}\n}}";
+        assert_eq!(
+            duplicate(text),
+            (
+                "mcpServers.f".to_owned(),
+                "2:3".to_owned(),
+                "3:3".to_owned()
+            )
+        );
+        let message = McpConfig::parse(text).unwrap_err().to_string();
+        assert!(
+            message.contains("mcpServers.f") && message.contains("2:3") && message.contains("3:3"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_repeated_trusted_never_trusts_the_server() {
+        let text = r#"{"mcpServers":{"m":{"command":"x","trusted":false,"trusted":true}}}"#;
+        assert_eq!(
+            duplicate(text),
+            (
+                "mcpServers.m.trusted".to_owned(),
+                "1:35".to_owned(),
+                "1:51".to_owned()
+            )
+        );
+        // An escaped spelling of the same key is the same key.
+        let text = r#"{"mcpServers":{"m":{"command":"x","trusted":false,"\u0074rusted":true}}}"#;
+        assert_eq!(duplicate(text).0, "mcpServers.m.trusted");
+    }
+
+    #[test]
+    fn a_repeated_key_is_refused_at_any_depth() {
+        let cases = [
+            (
+                r#"{"mcpServers":{"m":{"command":"x","env":{"A":"1","B":"2","A":"3"}}}}"#,
+                "mcpServers.m.env.A",
+            ),
+            (
+                r#"{"mcpServers":{"m":{"command":"x","args":["a",{"k":1,"k":2}]}}}"#,
+                "mcpServers.m.args.1.k",
+            ),
+            (
+                r#"{"mcpServers":{"m":{"command":"x","overrides":{"t":{"effect":"read_only","effect":"mutating"}}}}}"#,
+                "mcpServers.m.overrides.t.effect",
+            ),
+            (
+                r#"{"mcpServers":{},"other":[{"a":{"b":1,"b":2}}]}"#,
+                "other.0.a.b",
+            ),
+            (
+                r#"{"mcpServers":{},"mcpServers":{"m":{"command":"x"}}}"#,
+                "mcpServers",
+            ),
+        ];
+        for (text, path) in cases {
+            assert_eq!(duplicate(text).0, path, "{text}");
+        }
+    }
+
+    #[test]
+    fn equal_keys_in_different_objects_and_keys_in_strings_are_not_duplicates() {
+        let text = r#"{"mcpServers":{"a":{"command":"x","env":{"command":"{\"command\":1,"}},"b":{"command":"x"}}}"#;
+        assert_eq!(McpConfig::parse(text).unwrap().servers().len(), 2);
+        // Positions count characters, not bytes.
+        let text = "{\"mcpServers\":{\"é\":{\"command\":\"x\"},\"é\":{}}}";
+        assert_eq!(duplicate(text).2, "1:36");
     }
 
     #[test]

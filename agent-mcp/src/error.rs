@@ -29,6 +29,17 @@ pub enum McpError {
         /// The end of its stderr.
         stderr: String,
     },
+    /// The server answered `initialize` with a protocol version this client does not
+    /// support; as the specification asks, the client disconnected.
+    #[error(
+        "MCP server `{server}` answered with protocol version `{version}`, which this client does not support"
+    )]
+    UnsupportedProtocol {
+        /// The server's key.
+        server: String,
+        /// The version it named (at most 64 characters of it).
+        version: String,
+    },
     /// `tools/list` failed.
     #[error("MCP server `{server}`: listing tools failed: {reason}")]
     List {
@@ -97,6 +108,20 @@ pub enum McpError {
         tool: String,
         /// The server's message.
         reason: String,
+    },
+    /// The server answered the call with a message over
+    /// [`MAX_MESSAGE_BYTES`](crate::transport::MAX_MESSAGE_BYTES): the call ended, and its
+    /// result was not read. Reported as soon as the message passes the bound.
+    #[error(
+        "MCP server `{server}`, tool `{tool}`: the answer is larger than {limit} bytes and was not read"
+    )]
+    AnswerTooLarge {
+        /// The server's key.
+        server: String,
+        /// The server's tool name.
+        tool: String,
+        /// The bound, in bytes.
+        limit: usize,
     },
     /// The call was sent, then no result arrived (timeout, cancellation, crash, transport
     /// loss, a protocol error): for a mutating tool its outcome is uncertain.

@@ -23,8 +23,9 @@ pub mod mapping;
 pub mod naming;
 pub mod process;
 pub mod result;
+pub mod transport;
 
-pub use config::{ConfigError, McpConfig, ServerConfig, Timeouts, ToolOverride};
+pub use config::{ConfigError, McpConfig, ServerConfig, TextPosition, Timeouts, ToolOverride};
 pub use error::McpError;
 pub use generation::{Origin, ToolEntry};
 pub use health::{Health, HostState, ServerHealth, ServerState};
