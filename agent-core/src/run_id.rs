@@ -89,6 +89,20 @@ impl RunId {
     }
 }
 
+/// Compares with the plain string, so a host checks an id against text without building a
+/// [`RunId`]: `run.id() == "run-1"`.
+impl PartialEq<str> for RunId {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for RunId {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
 impl From<RunId> for Arc<str> {
     fn from(id: RunId) -> Arc<str> {
         id.0

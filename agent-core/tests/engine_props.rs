@@ -369,7 +369,7 @@ async fn decide(decisions: Vec<Decision>) {
     for decision in decisions {
         let root = tokio_util::sync::CancellationToken::new();
         let prepared = engine.prepare(&agent(1), input()).await.expect("prepared");
-        let id = agent_core::RunId::new(prepared.run_id()).unwrap();
+        let id = prepared.run_id().clone();
         assert!(seen.insert(id.clone()), "run id {id} reused");
         assert!(!engine.is_retired(&id));
         match decision {
