@@ -103,6 +103,14 @@ impl PartialEq<&str> for RunId {
     }
 }
 
+/// The shared string, without copying it: what constructors that take a run id as text
+/// (`impl Into<Arc<str>>`) accept, so a scope is built from a run's [`RunId`] directly.
+impl From<&RunId> for Arc<str> {
+    fn from(id: &RunId) -> Arc<str> {
+        Arc::clone(&id.0)
+    }
+}
+
 impl From<RunId> for Arc<str> {
     fn from(id: RunId) -> Arc<str> {
         id.0
