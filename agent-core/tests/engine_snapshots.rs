@@ -1225,6 +1225,69 @@ async fn an_import_is_refused_once_its_id_was_used_here() {
     }
 }
 
+/// What a host sees of an id at each stage of an import, and of a suspended run whose
+/// local resume is reserved (the run's own decision: its id stays started and live).
+#[tokio::test]
+async fn the_ledger_counts_an_import_reserved_paused_live_then_retired() {
+    use agent_core::agent::RunIdentityCounts;
+    let counts = |reserved, live, retired| RunIdentityCounts {
+        reserved,
+        live,
+        retired,
+    };
+    let engine1 = read_engine();
+    let (original, snapshot) = suspended(&engine1).await;
+    let id = snapshot.run_id().clone();
+    assert_eq!(engine1.identity_counts(), counts(0, 1, 0));
+    assert!(engine1.is_live(&id) && !engine1.is_paused(&id));
+    let reservation = original.prepare_local_resume().expect("reserves");
+    assert_eq!(engine1.identity_counts(), counts(0, 1, 0));
+    assert!(
+        !engine1.is_paused(&id),
+        "a local resume is not a paused run"
+    );
+    reservation.abort().await.expect("holds no lease");
+
+    let engine2 = read_engine();
+    assert_eq!(engine2.identity_counts(), RunIdentityCounts::default());
+    let prepared = engine2
+        .prepare_resume(snapshot.clone())
+        .await
+        .expect("prepares");
+    assert_eq!(engine2.identity_counts(), counts(1, 1, 0));
+    assert!(engine2.is_live(&id) && !engine2.is_paused(&id));
+    let paused = prepared
+        .commit_paused(&CancellationToken::new())
+        .expect("paused");
+    assert_eq!(engine2.identity_counts(), counts(1, 1, 0));
+    assert!(engine2.is_paused(&id));
+    paused.abort().await.expect("aborts");
+    // An aborted import is forgotten, not retired: the engine never ran it.
+    assert_eq!(engine2.identity_counts(), counts(0, 0, 0));
+    assert!(!engine2.is_live(&id) && !engine2.is_paused(&id) && !engine2.is_retired(&id));
+
+    let run = engine2
+        .prepare_resume(snapshot)
+        .await
+        .expect("prepares again")
+        .commit_paused(&CancellationToken::new())
+        .expect("paused")
+        .activate();
+    assert_eq!(engine2.identity_counts(), counts(0, 1, 0));
+    assert!(engine2.is_live(&id) && !engine2.is_paused(&id));
+    within("the resumed run", run.wait())
+        .await
+        .expect("completes");
+    assert_eq!(engine2.identity_counts(), counts(0, 0, 1));
+    assert!(!engine2.is_live(&id) && engine2.is_retired(&id));
+
+    original.cancel();
+    let _ = within("the original", original.wait()).await;
+    assert_eq!(engine1.identity_counts(), counts(0, 0, 1));
+    drained(&engine1).await;
+    drained(&engine2).await;
+}
+
 // ---------------------------------------------------------------------------------------
 // Plan identity and compatibility across engines
 // ---------------------------------------------------------------------------------------
