@@ -617,9 +617,10 @@ impl Engine {
     /// let agent = AgentDefinition::new("a", "scripted", 2)?;
     /// let run = engine.start(&agent, Message::user("hi")?).await?;
     /// let id = run.id().clone();
+    /// assert!(engine.is_live(&id));
     /// run.wait().await?;
-    /// # while engine.is_live(&id) { tokio::task::yield_now().await; }
-    /// assert!(!engine.is_live(&id) && engine.is_retired(&id)); // ended: used for good
+    /// // `wait` returns once the run left the engine: its id is used for good.
+    /// assert!(!engine.is_live(&id) && engine.is_retired(&id));
     /// # Ok(())
     /// # }
     /// ```
