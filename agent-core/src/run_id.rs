@@ -26,6 +26,8 @@ pub(crate) const RUN_ID_RULE: &str = "run id must be non-empty, trimmed and at m
 /// let id = RunId::new("run-1")?;
 /// assert_eq!(id.as_str(), "run-1");
 /// assert_eq!(id.to_string(), "run-1");
+/// assert_eq!(id, "run-1"); // compares with the text
+/// assert_eq!(&*std::sync::Arc::<str>::from(&id), "run-1");
 /// assert_eq!(serde_json::to_string(&id)?, r#""run-1""#);
 /// assert!(RunId::new(" run-1").is_err());
 /// assert!(serde_json::from_str::<RunId>(r#""""#).is_err());
