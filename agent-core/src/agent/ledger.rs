@@ -292,6 +292,53 @@ mod tests {
     }
 
     #[test]
+    fn an_import_is_refused_on_the_grounds_a_reservation_would_be() {
+        let mut ledger = Ledger::default();
+        assert_eq!(ledger.refuse_import(&custom(1)), None);
+        ledger.reserve(&custom(1), None).unwrap();
+        assert_eq!(ledger.refuse_import(&custom(1)), Some(Refusal::Live));
+        ledger.release(&custom(1), Release::Retire);
+        assert_eq!(ledger.refuse_import(&custom(1)), Some(Refusal::Retired));
+        // An id the counter issued is used, though the ledger keeps no entry for it.
+        let counted = LedgerKey::new(RunId::new("run-1").unwrap(), true);
+        assert_eq!(ledger.refuse_import(&counted), Some(Refusal::Retired));
+    }
+
+    #[test]
+    fn a_live_id_advances_through_its_stages() {
+        let mut ledger = Ledger::default();
+        ledger.reserve(&custom(1), None).unwrap();
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Prepared);
+        let token = CancellationToken::new();
+        ledger.advance(&custom(1), Stage::Paused, Some(&token));
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Paused);
+        assert!(ledger.live[&custom(1)].token.is_some());
+        ledger.advance(&custom(1), Stage::Started, None);
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Started);
+        assert!(
+            ledger.live[&custom(1)].token.is_some(),
+            "the token stays filed"
+        );
+        // Committed and started in one step.
+        ledger.reserve(&custom(2), Some(token)).unwrap();
+        assert_eq!(ledger.live[&custom(2)].stage, Stage::Started);
+        // Advancing an id that is not live does nothing.
+        ledger.advance(&custom(3), Stage::Started, None);
+        assert!(!ledger.live.contains_key(&custom(3)));
+    }
+
+    #[test]
+    fn retired_ids_the_counter_covers_are_not_counted_twice() {
+        let mut ledger = Ledger::default();
+        ledger.retire(&custom(1)).unwrap();
+        ledger
+            .retire(&LedgerKey::new(RunId::new("run-7").unwrap(), false))
+            .unwrap();
+        assert_eq!(ledger.retired_uncounted(|_| false), 2);
+        assert_eq!(ledger.retired_uncounted(|id| id == "run-7"), 1);
+    }
+
+    #[test]
     fn the_ledger_records_at_most_its_bound() {
         let mut ledger = Ledger::default();
         for n in 0..MAX_RECORDED_RUN_IDS - 1 {
