@@ -94,7 +94,7 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
         .prepare(&agent, Message::user("hi").unwrap())
         .await
         .unwrap();
-    let mut owner = store.start(prepared.run_id()).unwrap();
+    let mut owner = store.start(prepared.run_id().as_str()).unwrap();
     let run = prepared.commit(&CancellationToken::new()).unwrap();
     run.suspend().await.unwrap();
     let snapshot = run.snapshot().unwrap();
@@ -114,7 +114,7 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
     assert_eq!(run.snapshot().unwrap().to_json(), before, "byte-identical");
     assert_eq!(envelope.payload(), before.as_slice());
     assert_eq!(
-        store.inspect(run.id()).unwrap().unwrap().phase,
+        store.inspect(run.id().as_str()).unwrap().unwrap().phase,
         Phase::Suspended
     );
 
@@ -124,7 +124,7 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
     owner.resume_local(reservation).unwrap();
     run.wait().await.unwrap();
     assert_eq!(run.status(), RunStatus::Completed);
-    let status = store.inspect(run.id()).unwrap().unwrap();
+    let status = store.inspect(run.id().as_str()).unwrap().unwrap();
     assert_eq!((status.phase, status.run_generation), (Phase::Active, 2));
     owner.terminal(TerminalPhase::Completed).unwrap();
     assert_eq!(
@@ -143,7 +143,7 @@ async fn an_import_commits_paused_then_activates_the_engine_run_once() {
         .prepare(&agent, Message::user("hi").unwrap())
         .await
         .unwrap();
-    let mut owner = store.start(prepared.run_id()).unwrap();
+    let mut owner = store.start(prepared.run_id().as_str()).unwrap();
     let run = prepared.commit(&CancellationToken::new()).unwrap();
     run.suspend().await.unwrap();
     let snapshot = run.snapshot().unwrap();

@@ -74,7 +74,9 @@ mod run_task;
 mod snapshot;
 
 pub use definition::{AgentDefinition, AgentDefinitionError, MAX_AGENT_NAME_BYTES, MAX_TURNS};
-pub use engine::{Engine, EngineBuilder, Incompatibility, PausedRun, PreparedRun, StartError};
+pub use engine::{
+    Engine, EngineBuilder, Incompatibility, PausedRun, PreparedRun, RunIdentityCounts, StartError,
+};
 pub use identity::{
     EngineIdentity, IdentityError, MAX_COMPILED_IDENTITIES, MAX_IDENTITY_BYTES, PlanIdentity,
 };

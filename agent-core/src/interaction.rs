@@ -138,8 +138,8 @@ impl Scope {
     }
 
     /// The run id.
-    pub fn run_id(&self) -> &str {
-        self.run_id.as_str()
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
     }
 }
 

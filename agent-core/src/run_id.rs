@@ -26,6 +26,8 @@ pub(crate) const RUN_ID_RULE: &str = "run id must be non-empty, trimmed and at m
 /// let id = RunId::new("run-1")?;
 /// assert_eq!(id.as_str(), "run-1");
 /// assert_eq!(id.to_string(), "run-1");
+/// assert_eq!(id, "run-1"); // compares with the text
+/// assert_eq!(&*std::sync::Arc::<str>::from(&id), "run-1");
 /// assert_eq!(serde_json::to_string(&id)?, r#""run-1""#);
 /// assert!(RunId::new(" run-1").is_err());
 /// assert!(serde_json::from_str::<RunId>(r#""""#).is_err());
@@ -86,6 +88,28 @@ impl RunId {
     /// The shared string, for cheap copies into events and logs.
     pub(crate) fn as_arc(&self) -> &Arc<str> {
         &self.0
+    }
+}
+
+/// Compares with the plain string, so a host checks an id against text without building a
+/// [`RunId`]: `run.id() == "run-1"`.
+impl PartialEq<str> for RunId {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for RunId {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+/// The shared string, without copying it: what constructors that take a run id as text
+/// (`impl Into<Arc<str>>`) accept, so a scope is built from a run's [`RunId`] directly.
+impl From<&RunId> for Arc<str> {
+    fn from(id: &RunId) -> Arc<str> {
+        Arc::clone(&id.0)
     }
 }
 

@@ -128,7 +128,7 @@ async fn runs_one_after_another_each_emit_their_own_six_events() {
     let agent = AgentDefinition::new("benchmark", "scripted", 1).unwrap();
     for n in 1..=3 {
         let run = engine.start(&agent, input()).await.unwrap();
-        assert_eq!(run.id(), format!("run-{n}"));
+        assert_eq!(run.id().as_str(), format!("run-{n}"));
         assert_eq!(run.wait().await.expect("completed").turns, 1);
         assert_eq!(kinds(&run).len(), 6);
         assert!(run.events().is_closed());

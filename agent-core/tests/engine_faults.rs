@@ -1169,12 +1169,7 @@ async fn a_paused_run_is_registered_but_inert_until_activated() {
         tokio::task::yield_now().await;
     }
     assert_eq!(engine.live_runs(), 1);
-    let listed: Vec<String> = engine
-        .live_run_ids()
-        .iter()
-        .map(|id| id.to_string())
-        .collect();
-    assert_eq!(listed, [paused.run_id().to_owned()]);
+    assert_eq!(engine.live_run_ids(), [paused.run_id().clone()]);
     assert!(entries(&journal).is_empty(), "nothing was published");
     assert!(provider.requests().is_empty(), "the provider was not asked");
 
@@ -1226,7 +1221,7 @@ async fn aborting_a_paused_run_releases_everything_once_and_publishes_nothing() 
         .expect("prepared")
         .commit_paused(&root)
         .expect("paused");
-    let id = agent_core::RunId::new(paused.run_id()).unwrap();
+    let id = paused.run_id().clone();
     paused.abort().await.expect("released");
     assert_eq!(releases.load(Ordering::SeqCst), 1, "released exactly once");
     assert_eq!(engine.live_runs(), 0);
@@ -1306,7 +1301,7 @@ async fn run_ids_are_never_reused_within_an_engine() {
             .prepare(&agent(1), input())
             .await
             .expect_err("reused"),
-        StartError::RetiredRun("fixed-id".into())
+        StartError::RetiredRun(agent_core::RunId::new("fixed-id").unwrap())
     );
     // An aborted preparation retires its id as well.
     let other = Setup::new(
@@ -1323,7 +1318,7 @@ async fn run_ids_are_never_reused_within_an_engine() {
         .expect("aborted");
     assert_eq!(
         other.prepare(&agent(1), input()).await.expect_err("reused"),
-        StartError::RetiredRun("fixed-id".into())
+        StartError::RetiredRun(agent_core::RunId::new("fixed-id").unwrap())
     );
     drained(&engine).await;
 }

@@ -6,7 +6,8 @@
 //! terminal snapshot validates; and a failed or cancelled run resumes from it consistently.
 //! A second property drives the host decisions (commit, commit paused then activate or abort,
 //! abort, cancellation while paused) in any order: run ids are never reused, aborted runs
-//! publish nothing, and the engine drains.
+//! publish nothing, and the engine drains. A third drives the run-identity ledger as a
+//! state machine and checks its counts and per-id answers against a model after each step.
 
 mod engine_support;
 
@@ -369,7 +370,7 @@ async fn decide(decisions: Vec<Decision>) {
     for decision in decisions {
         let root = tokio_util::sync::CancellationToken::new();
         let prepared = engine.prepare(&agent(1), input()).await.expect("prepared");
-        let id = agent_core::RunId::new(prepared.run_id()).unwrap();
+        let id = prepared.run_id().clone();
         assert!(seen.insert(id.clone()), "run id {id} reused");
         assert!(!engine.is_retired(&id));
         match decision {
@@ -412,8 +413,173 @@ async fn drop_wait(engine: &agent_core::agent::Engine) {
     .await;
 }
 
+/// One step of the identity-ledger state machine; `usize`s pick among the matching runs.
+#[derive(Debug, Clone, Copy)]
+enum LedgerOp {
+    Prepare,
+    CommitPaused(usize),
+    Activate(usize),
+    Commit(usize),
+    Abort(usize),
+    Drop(usize),
+    End(usize),
+    Retire(u8),
+}
+
+fn ledger_op() -> impl Strategy<Value = LedgerOp> {
+    prop_oneof![
+        2 => Just(LedgerOp::Prepare),
+        1 => any::<usize>().prop_map(LedgerOp::CommitPaused),
+        1 => any::<usize>().prop_map(LedgerOp::Activate),
+        1 => any::<usize>().prop_map(LedgerOp::Commit),
+        1 => any::<usize>().prop_map(LedgerOp::Abort),
+        1 => any::<usize>().prop_map(LedgerOp::Drop),
+        1 => any::<usize>().prop_map(LedgerOp::End),
+        1 => (0u8..3).prop_map(LedgerOp::Retire),
+    ]
+}
+
+/// A run the state machine holds, by its stage.
+enum Held {
+    Prepared(agent_core::agent::PreparedRun),
+    Paused(agent_core::agent::PausedRun),
+    Started(Run),
+}
+
+/// Drives the ledger through random host steps, runs blocking in the provider until
+/// ended, and checks after every step that the engine's counts, `is_live`, `is_paused` and
+/// `is_retired` agree with a model of the ledger.
+async fn ledger_machine(ops: Vec<LedgerOp>) {
+    use agent_core::RunId;
+    use agent_core::agent::RunIdentityCounts;
+    let engine = Setup::new(
+        FaultProvider::new(vec![Script::steps([Step::Block])], None),
+        plans(Vec::new(), Vec::new()),
+    )
+    .build();
+    let root = tokio_util::sync::CancellationToken::new();
+    let mut held: Vec<(RunId, Held)> = Vec::new();
+    let mut ended: Vec<RunId> = Vec::new();
+    let mut retired_by_host = BTreeSet::new();
+    // The `index`-th held run (modulo) that `matches`, taken out of `held`.
+    fn take(
+        held: &mut Vec<(RunId, Held)>,
+        index: usize,
+        matches: impl Fn(&Held) -> bool,
+    ) -> Option<(RunId, Held)> {
+        let positions: Vec<usize> = (0..held.len()).filter(|&i| matches(&held[i].1)).collect();
+        if positions.is_empty() {
+            return None;
+        }
+        Some(held.remove(positions[index % positions.len()]))
+    }
+    for op in ops {
+        match op {
+            LedgerOp::Prepare => {
+                let prepared = engine.prepare(&agent(2), input()).await.expect("prepared");
+                held.push((prepared.run_id().clone(), Held::Prepared(prepared)));
+            }
+            LedgerOp::CommitPaused(i) => {
+                if let Some((id, Held::Prepared(p))) =
+                    take(&mut held, i, |h| matches!(h, Held::Prepared(_)))
+                {
+                    held.push((id, Held::Paused(p.commit_paused(&root).expect("paused"))));
+                }
+            }
+            LedgerOp::Activate(i) => {
+                if let Some((id, Held::Paused(p))) =
+                    take(&mut held, i, |h| matches!(h, Held::Paused(_)))
+                {
+                    held.push((id, Held::Started(p.activate())));
+                }
+            }
+            LedgerOp::Commit(i) => {
+                if let Some((id, Held::Prepared(p))) =
+                    take(&mut held, i, |h| matches!(h, Held::Prepared(_)))
+                {
+                    held.push((id, Held::Started(p.commit(&root).expect("committed"))));
+                }
+            }
+            LedgerOp::Abort(i) => match take(&mut held, i, |h| !matches!(h, Held::Started(_))) {
+                Some((id, Held::Prepared(p))) => {
+                    p.abort().await.expect("aborted");
+                    ended.push(id);
+                }
+                Some((id, Held::Paused(p))) => {
+                    p.abort().await.expect("aborted");
+                    ended.push(id);
+                }
+                _ => {}
+            },
+            LedgerOp::Drop(i) => {
+                if let Some((id, h)) = take(&mut held, i, |h| !matches!(h, Held::Started(_))) {
+                    // The id is released at once; only the lease goes in the background.
+                    drop(h);
+                    ended.push(id);
+                }
+            }
+            LedgerOp::End(i) => {
+                if let Some((id, Held::Started(run))) =
+                    take(&mut held, i, |h| matches!(h, Held::Started(_)))
+                {
+                    run.cancel();
+                    let outcome = within("the cancelled run", run.wait()).await;
+                    assert!(outcome.expect_err("cancelled").is_cancelled());
+                    ended.push(id);
+                }
+            }
+            LedgerOp::Retire(n) => {
+                let id = RunId::new(format!("host-{n}")).expect("valid");
+                engine.retire(&id).expect("not live");
+                retired_by_host.insert(id);
+            }
+        }
+        let reserved = held
+            .iter()
+            .filter(|(_, h)| !matches!(h, Held::Started(_)))
+            .count();
+        let expected = RunIdentityCounts {
+            reserved,
+            live: held.len(),
+            retired: (ended.len() + retired_by_host.len()) as u64,
+        };
+        assert_eq!(engine.identity_counts(), expected, "after {op:?}");
+        assert_eq!(engine.live_runs(), held.len(), "after {op:?}");
+        for (id, h) in &held {
+            assert!(engine.is_live(id), "{id} after {op:?}");
+            assert_eq!(engine.is_paused(id), matches!(h, Held::Paused(_)), "{id}");
+            assert!(!engine.is_retired(id), "{id}");
+        }
+        for id in ended.iter().chain(&retired_by_host) {
+            assert!(!engine.is_live(id) && !engine.is_paused(id), "{id}");
+            assert!(engine.is_retired(id), "{id} after {op:?}");
+        }
+    }
+    for (_, h) in held {
+        match h {
+            Held::Started(run) => {
+                run.cancel();
+                let _ = within("the run", run.wait()).await;
+            }
+            other => drop(other),
+        }
+    }
+    drained(&engine).await;
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(192))]
+
+    #[test]
+    fn the_identity_ledger_counts_follow_every_host_step(
+        ops in prop::collection::vec(ledger_op(), 1..24),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        runtime.block_on(ledger_machine(ops));
+    }
 
     #[test]
     fn host_decisions_never_reuse_an_id_and_aborts_publish_nothing(

@@ -81,7 +81,7 @@ async fn suspend_parks_at_the_first_boundary_and_resume_continues_in_place() {
     assert_eq!(snapshot.completed_turns(), 1);
     assert!(snapshot.unfinished_calls().is_empty());
     assert_eq!(snapshot.run_id(), run.id());
-    assert_eq!(snapshot.plan_id(), run.plan_id().as_str());
+    assert_eq!(snapshot.plan_id(), run.plan_id());
     assert_eq!(snapshot.plan_fingerprint(), run.plan_fingerprint());
     assert_eq!(snapshot.last_sequence(), run.events().last_sequence());
     let roles: Vec<Role> = snapshot.history().iter().map(Message::role).collect();
@@ -205,7 +205,7 @@ async fn resuming_under_other_tools_fails_closed() {
     .build();
     let error = engine2.resume(snapshot.clone()).await.expect_err("refused");
     assert!(
-        matches!(&error, StartError::Plan(PlanError::UnknownGeneration(id)) if id.as_str() == snapshot.plan_id()),
+        matches!(&error, StartError::Plan(PlanError::UnknownGeneration(id)) if id == snapshot.plan_id()),
         "{error:?}"
     );
     assert_eq!(engine2.live_runs(), 0);
@@ -275,7 +275,10 @@ async fn resuming_under_the_same_plan_id_with_other_definitions_is_plan_changed(
     };
     let engine2 = Setup::new(two_reads_then_answer(), Arc::new(source2)).build();
     let error = engine2.resume(snapshot).await.expect_err("refused");
-    assert_eq!(error, StartError::PlanChanged("fixed:1".into()));
+    assert_eq!(
+        error,
+        StartError::PlanChanged(PlanId::new("fixed:1").unwrap())
+    );
     assert_eq!(engine2.live_runs(), 0);
     assert_eq!(releases.load(Ordering::SeqCst), 1, "the lease was released");
 
@@ -1010,6 +1013,36 @@ async fn an_open_interaction_refuses_suspension_and_the_run_goes_on() {
 // Local resume reservation
 // ---------------------------------------------------------------------------------------
 
+/// The original refuses a suspension while a local resume holds the boundary: the
+/// reservation's commit would continue the run, so "suspended" cannot be promised.
+#[tokio::test]
+async fn a_suspension_is_refused_while_a_local_resume_is_reserved() {
+    let engine = read_engine();
+    let (run, snapshot) = suspended(&engine).await;
+    let reservation = run.prepare_local_resume().expect("reserves the boundary");
+    assert_eq!(
+        within("the refusal", run.suspend()).await,
+        Err(SuspendError::ResumeReserved)
+    );
+    assert_eq!(
+        run.status(),
+        RunStatus::Suspended,
+        "the reservation decides"
+    );
+    // Given back, the boundary is the caller's again.
+    reservation.abort().await.expect("holds no lease");
+    assert_eq!(within("the suspension", run.suspend()).await, Ok(()));
+    assert_eq!(run.snapshot().expect("exportable"), snapshot);
+    // Committed, the run goes on: suspending it asks for the next boundary as usual.
+    run.prepare_local_resume().expect("reserves").commit();
+    within("the run", run.wait()).await.expect("completes");
+    assert_eq!(
+        within("after the end", run.suspend()).await,
+        Err(SuspendError::Finished)
+    );
+    drained(&engine).await;
+}
+
 #[tokio::test]
 async fn a_reserved_local_resume_is_inert_and_abort_restores_the_exact_snapshot() {
     let engine = read_engine();
@@ -1030,7 +1063,7 @@ async fn a_reserved_local_resume_is_inert_and_abort_restores_the_exact_snapshot(
     assert_eq!(run.status(), RunStatus::Suspended);
     assert_eq!(envelopes(&run).len(), events_before, "nothing happened");
 
-    reservation.abort();
+    reservation.abort().await.expect("holds no lease");
     assert_eq!(run.status(), RunStatus::Suspended);
     assert_eq!(run.snapshot().expect("exportable again").to_json(), before);
 
@@ -1061,7 +1094,7 @@ async fn a_cancellation_during_a_reserved_resume_is_latched_and_skips_post_bound
         if commit {
             reservation.commit();
         } else {
-            reservation.abort();
+            reservation.abort().await.expect("holds no lease");
         }
         let error = within(name, run.wait()).await.expect_err("cancelled");
         assert!(error.is_cancelled(), "{name}");
@@ -1146,7 +1179,7 @@ async fn shutdown_cancels_resumed_runs_and_refuses_later_resumes() {
 async fn an_import_is_refused_once_its_id_was_used_here() {
     let engine1 = read_engine();
     let (original, snapshot) = suspended(&engine1).await;
-    let id = agent_core::RunId::new(snapshot.run_id()).unwrap();
+    let id = snapshot.run_id().clone();
 
     // An aborted import leaves the id unused: the engine never ran it.
     let engine2 = read_engine();
@@ -1163,7 +1196,7 @@ async fn an_import_is_refused_once_its_id_was_used_here() {
     assert!(engine2.is_retired(&id), "an ended run's id is retired");
     assert_eq!(
         engine2.resume(snapshot.clone()).await.expect_err("used"),
-        StartError::RetiredRun(id.to_string())
+        StartError::RetiredRun(id.clone())
     );
 
     // An engine whose own counter issued the id refuses it too.
@@ -1173,7 +1206,7 @@ async fn an_import_is_refused_once_its_id_was_used_here() {
     within("its own run", own.wait()).await.expect("completes");
     assert_eq!(
         engine3.resume(snapshot.clone()).await.expect_err("used"),
-        StartError::RetiredRun(id.to_string())
+        StartError::RetiredRun(id.clone())
     );
 
     // A host may retire an id it never ran here.
@@ -1181,7 +1214,7 @@ async fn an_import_is_refused_once_its_id_was_used_here() {
     engine4.retire(&id).expect("retires");
     assert_eq!(
         engine4.resume(snapshot).await.expect_err("retired"),
-        StartError::RetiredRun(id.to_string())
+        StartError::RetiredRun(id.clone())
     );
 
     original.cancel();
@@ -1190,6 +1223,69 @@ async fn an_import_is_refused_once_its_id_was_used_here() {
     for engine in [&engine1, &engine2, &engine3, &engine4] {
         drained(engine).await;
     }
+}
+
+/// What a host sees of an id at each stage of an import, and of a suspended run whose
+/// local resume is reserved (the run's own decision: its id stays started and live).
+#[tokio::test]
+async fn the_ledger_counts_an_import_reserved_paused_live_then_retired() {
+    use agent_core::agent::RunIdentityCounts;
+    let counts = |reserved, live, retired| RunIdentityCounts {
+        reserved,
+        live,
+        retired,
+    };
+    let engine1 = read_engine();
+    let (original, snapshot) = suspended(&engine1).await;
+    let id = snapshot.run_id().clone();
+    assert_eq!(engine1.identity_counts(), counts(0, 1, 0));
+    assert!(engine1.is_live(&id) && !engine1.is_paused(&id));
+    let reservation = original.prepare_local_resume().expect("reserves");
+    assert_eq!(engine1.identity_counts(), counts(0, 1, 0));
+    assert!(
+        !engine1.is_paused(&id),
+        "a local resume is not a paused run"
+    );
+    reservation.abort().await.expect("holds no lease");
+
+    let engine2 = read_engine();
+    assert_eq!(engine2.identity_counts(), RunIdentityCounts::default());
+    let prepared = engine2
+        .prepare_resume(snapshot.clone())
+        .await
+        .expect("prepares");
+    assert_eq!(engine2.identity_counts(), counts(1, 1, 0));
+    assert!(engine2.is_live(&id) && !engine2.is_paused(&id));
+    let paused = prepared
+        .commit_paused(&CancellationToken::new())
+        .expect("paused");
+    assert_eq!(engine2.identity_counts(), counts(1, 1, 0));
+    assert!(engine2.is_paused(&id));
+    paused.abort().await.expect("aborts");
+    // An aborted import is forgotten, not retired: the engine never ran it.
+    assert_eq!(engine2.identity_counts(), counts(0, 0, 0));
+    assert!(!engine2.is_live(&id) && !engine2.is_paused(&id) && !engine2.is_retired(&id));
+
+    let run = engine2
+        .prepare_resume(snapshot)
+        .await
+        .expect("prepares again")
+        .commit_paused(&CancellationToken::new())
+        .expect("paused")
+        .activate();
+    assert_eq!(engine2.identity_counts(), counts(0, 1, 0));
+    assert!(engine2.is_live(&id) && !engine2.is_paused(&id));
+    within("the resumed run", run.wait())
+        .await
+        .expect("completes");
+    assert_eq!(engine2.identity_counts(), counts(0, 0, 1));
+    assert!(!engine2.is_live(&id) && engine2.is_retired(&id));
+
+    original.cancel();
+    let _ = within("the original", original.wait()).await;
+    assert_eq!(engine1.identity_counts(), counts(0, 0, 1));
+    drained(&engine1).await;
+    drained(&engine2).await;
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1236,6 +1332,90 @@ fn compiled() -> EngineIdentity {
     EngineIdentity::new(["tool:read@1", "model_provider:scripted@2"]).unwrap()
 }
 
+/// The original checks an import's id before it leases anything: a refused id costs no
+/// lease, and a retired id is reported as retired even where its plan generation is gone.
+#[tokio::test]
+async fn an_import_checks_its_id_before_it_leases_a_plan() {
+    let ours = compiled().with_compatibility("app/1").unwrap();
+    let (engine1, leases1) = engine_stating(ours.clone());
+    let (original, snapshot) = suspended(&engine1).await;
+    let id = snapshot.run_id().clone();
+
+    // Live here: refused, by both paths, with nothing leased.
+    assert_eq!(
+        engine1.resume(snapshot.clone()).await.expect_err("live"),
+        StartError::DuplicateRun(id.clone())
+    );
+    assert_eq!(
+        engine1
+            .prepare_resume(snapshot.clone())
+            .await
+            .expect_err("live"),
+        StartError::DuplicateRun(id.clone())
+    );
+    assert_eq!(
+        leases1.load(Ordering::SeqCst),
+        0,
+        "a live id costs no lease"
+    );
+
+    // Accepted elsewhere: exactly one lease; once it ended, refused without another.
+    let (engine2, leases2) = engine_stating(ours.clone());
+    let resumed = engine2.resume(snapshot.clone()).await.expect("resumes");
+    assert_eq!(leases2.load(Ordering::SeqCst), 1, "one lease per import");
+    within("the resumed run", resumed.wait())
+        .await
+        .expect("completes");
+    assert_eq!(
+        engine2.resume(snapshot.clone()).await.expect_err("used"),
+        StartError::RetiredRun(id.clone())
+    );
+    assert_eq!(
+        leases2.load(Ordering::SeqCst),
+        1,
+        "a used id costs no lease"
+    );
+
+    // An engine whose tools changed no longer has the generation ...
+    let other_read = Definition::builder("read", "Read something else.")
+        .effect(Effect::ReadOnly)
+        .replay_safety(ReplaySafety::Safe)
+        .build()
+        .unwrap();
+    let leases3 = Arc::new(AtomicUsize::new(0));
+    let source = CountingLeases {
+        inner: plans(
+            vec![ScriptTool::new(other_read, Act::Succeed).arc()],
+            Vec::new(),
+        ),
+        generations: leases3.clone(),
+    };
+    let engine3 = Setup::new(two_reads_then_answer(), Arc::new(source))
+        .build_with(|builder| builder.identity(ours));
+    assert!(matches!(
+        engine3.resume(snapshot.clone()).await.expect_err("gone"),
+        StartError::Plan(PlanError::UnknownGeneration(_))
+    ));
+    assert_eq!(leases3.load(Ordering::SeqCst), 1);
+    // ... and once the host retired the id, the id is what it reports, without a lease.
+    engine3.retire(&id).expect("retires");
+    assert_eq!(
+        engine3.resume(snapshot.clone()).await.expect_err("retired"),
+        StartError::RetiredRun(id.clone())
+    );
+    assert_eq!(
+        leases3.load(Ordering::SeqCst),
+        1,
+        "a retired id costs no lease"
+    );
+
+    original.cancel();
+    let _ = within("the original", original.wait()).await;
+    for engine in [&engine1, &engine2, &engine3] {
+        drained(engine).await;
+    }
+}
+
 #[tokio::test]
 async fn local_suspend_and_resume_need_no_compatibility_identity() {
     let (engine, _) = engine_stating(EngineIdentity::default());
@@ -1253,10 +1433,7 @@ async fn snapshots_move_only_between_engines_of_one_identity_checked_before_leas
     let (original, snapshot) = suspended(&engine1).await;
     assert_eq!(snapshot.compatibility(), Some("app/1"));
     assert_eq!(snapshot.static_identity(), ours.static_identity());
-    assert_eq!(
-        snapshot.plan_identity(),
-        original.plan_identity().fingerprint()
-    );
+    assert_eq!(snapshot.plan_identity(), original.plan_identity());
 
     let rows: Vec<(&str, EngineIdentity, Incompatibility)> = vec![
         (
@@ -1321,7 +1498,7 @@ async fn snapshots_move_only_between_engines_of_one_identity_checked_before_leas
             _ => None,
         })
         .collect();
-    assert_eq!(started, [snapshot.plan_identity().to_owned()]);
+    assert_eq!(started, [snapshot.plan_identity().fingerprint().to_owned()]);
 
     for run in [&original, &local_run] {
         run.cancel();

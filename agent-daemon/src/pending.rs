@@ -464,7 +464,7 @@ impl fmt::Debug for PendingRouter {
 
 /// Accounted bytes of one pending value: run id, interaction id, kind, prompt and schema.
 pub fn value_bytes(scope: &Scope, request: &InteractionRequest) -> usize {
-    scope.run_id().len()
+    scope.run_id().as_str().len()
         + request.id().len()
         + request.kind().len()
         + request.prompt().len()
@@ -539,7 +539,7 @@ impl PendingRouter {
         if state.closed {
             return Err(PendingError::Closed);
         }
-        if state.bindings.contains_key(scope.run_id()) {
+        if state.bindings.contains_key(scope.run_id().as_str()) {
             return Err(PendingError::AlreadyBound);
         }
         if state.bindings.len() >= self.limits.runs {
@@ -557,7 +557,7 @@ impl PendingRouter {
             .map(|(k, _)| k.clone())
             .expect("present");
         state.bindings.insert(
-            scope.run_id().to_owned(),
+            scope.run_id().to_string(),
             Binding {
                 client: key,
                 accepting: true,
@@ -566,7 +566,7 @@ impl PendingRouter {
         );
         Ok(RunBinding {
             router: self.clone(),
-            run_id: scope.run_id().to_owned(),
+            run_id: scope.run_id().to_string(),
             released: false,
         })
     }
@@ -598,7 +598,7 @@ impl PendingRouter {
             if state.closed {
                 return Err(PendingError::Closed);
             }
-            match state.bindings.get(scope.run_id()) {
+            match state.bindings.get(scope.run_id().as_str()) {
                 Some(binding) if &*binding.client == client => {}
                 _ => return Err(PendingError::NotBound),
             }
@@ -796,7 +796,7 @@ impl Broker for PendingRouter {
                 if state.closed {
                     return Err(InteractionError::Closed);
                 }
-                let client = match state.bindings.get(scope.run_id()) {
+                let client = match state.bindings.get(scope.run_id().as_str()) {
                     Some(binding) if binding.accepting => binding.client.clone(),
                     _ => {
                         state.refused += 1;
@@ -822,13 +822,13 @@ impl Broker for PendingRouter {
                 let hub = partition.hub.clone();
                 state.pending += 1;
                 state.bytes += bytes;
-                if let Some(binding) = state.bindings.get_mut(scope.run_id()) {
+                if let Some(binding) = state.bindings.get_mut(scope.run_id().as_str()) {
                     binding.inflight += 1;
                 }
                 let accepted = Accepted {
                     router: self,
                     client,
-                    run_id: scope.run_id().to_owned(),
+                    run_id: scope.run_id().to_string(),
                     bytes,
                 };
                 (hub, accepted)

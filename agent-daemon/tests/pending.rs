@@ -94,7 +94,7 @@ async fn a_subscription_is_complete_first_and_gap_free() {
     let keys: Vec<(&str, &str)> = snapshot
         .pending()
         .iter()
-        .map(|p| (p.scope().run_id(), p.request().id()))
+        .map(|p| (p.scope().run_id().as_str(), p.request().id()))
         .collect();
     assert_eq!(keys, [("run-a", "i2"), ("run-b", "i1")], "sorted");
     assert_eq!(snapshot.revision(), 2);

@@ -78,7 +78,7 @@ impl ToolDispatcher for SpannedDispatcher {
                 tool = request.call.name(),
                 tool_call_correlation = self
                     .pseudonyms
-                    .call(request.scope.run_id(), request.call.id())
+                    .call(request.scope.run_id().as_str(), request.call.id())
                     .as_str()
             )
         } else {

@@ -255,7 +255,7 @@ fn no_planted_secret_reaches_any_log_line() {
                 .start(&agent, Message::user(prompt).unwrap())
                 .await
                 .unwrap();
-            let span = logger.run_span(run.id());
+            let span = logger.run_span(run.id().as_str());
             let outcome = tokio::time::timeout(PATIENCE, run.wait())
                 .await
                 .expect("the run ends");

@@ -12,7 +12,7 @@ use super::driver::{self, Start};
 use super::identity::{EngineIdentity, PlanIdentity};
 use super::ids::{AtomicIdSource, IdSource, Ids};
 use super::inner::{EngineInner, Registry};
-use super::ledger::{LedgerKey, Refusal, Release, RetireError};
+use super::ledger::{LedgerKey, Refusal, Release, RetireError, Stage};
 use super::options::{EngineError, EngineOptions};
 use super::release::{release_bounded, release_in_background, release_quietly};
 use super::run::Run;
@@ -47,17 +47,17 @@ pub enum StartError {
     PlanSourcePanicked,
     /// The leased plan is not the one the snapshot recorded.
     #[error("the tool plan `{0}` differs from the one the snapshot recorded")]
-    PlanChanged(String),
+    PlanChanged(PlanId),
     /// The id source gave an invalid id.
     #[error("the id source gave an invalid run id")]
     RunId,
     /// A run with this id is already live in this engine.
     #[error("run `{0}` is already live")]
-    DuplicateRun(String),
+    DuplicateRun(RunId),
     /// This engine already used this run id (the run ended, its preparation was aborted,
     /// or the id was retired); run ids are never reused.
     #[error("run id `{0}` was already used by this engine")]
-    RetiredRun(String),
+    RetiredRun(RunId),
     /// The run-identity ledger records
     /// [`MAX_RECORDED_RUN_IDS`](super::MAX_RECORDED_RUN_IDS) ids; an id that needs an
     /// entry of its own (not from the engine's counter) is refused.
@@ -253,9 +253,9 @@ impl Engine {
         agent: &AgentDefinition,
         input: Message,
     ) -> Result<PreparedRun, StartError> {
-        Ok(PreparedRun {
-            state: Some(self.prepare_fresh(agent, input, None).await?),
-        })
+        Ok(PreparedRun::new(
+            self.prepare_fresh(agent, input, None).await?,
+        ))
     }
 
     /// What [`prepare`](Self::prepare) holds, without the handle around it. With `filed`,
@@ -311,9 +311,7 @@ impl Engine {
     /// that never started run, uncertain and replay-unsafe ones are reported to the model as
     /// problems and never run again.
     pub async fn prepare_resume(&self, snapshot: Snapshot) -> Result<PreparedRun, StartError> {
-        Ok(PreparedRun {
-            state: Some(self.prepare_import(snapshot, None).await?),
-        })
+        Ok(PreparedRun::new(self.prepare_import(snapshot, None).await?))
     }
 
     /// What [`prepare_resume`](Self::prepare_resume) holds, without the handle around it.
@@ -350,19 +348,30 @@ impl Engine {
         if engine.static_identity() != snapshot.static_identity() {
             return Err(StartError::Incompatible(Incompatibility::StaticIdentity));
         }
-        let plan_id = PlanId::new(snapshot.plan_id.clone())
-            .map_err(|_| StartError::Snapshot(SnapshotError::Invalid("plan id is invalid")))?;
+        // The id before the plan: a refused id costs no lease, and a retired id is reported
+        // as such even when its plan generation is gone. `reserve` checks again under the
+        // lock it takes the id in, so an import racing this one for the same id may still
+        // lease, then be refused there and release at once; the check does not reserve, so
+        // an engine shutdown never waits for a plan source on an import's behalf.
+        let key = LedgerKey::new(
+            snapshot.run_id().clone(),
+            self.inner.ids.counted(snapshot.run_id().as_str()),
+        );
+        if let Some(refusal) = self.refuse_import(&key) {
+            return Err(refusal);
+        }
+        let plan_id = snapshot.plan_id().clone();
         let lease = self.lease(Some(&plan_id)).await?;
         if lease.id() != &plan_id || lease.fingerprint() != snapshot.plan_fingerprint() {
             release_quietly(&lease, self.inner.options.finalization_timeout).await;
-            return Err(StartError::PlanChanged(plan_id.to_string()));
+            return Err(StartError::PlanChanged(plan_id));
         }
         let identity = self.inner.plan_identity_for(&lease);
-        if identity.fingerprint() != snapshot.plan_identity() {
+        if identity.fingerprint() != snapshot.plan_identity().fingerprint() {
             release_quietly(&lease, self.inner.options.finalization_timeout).await;
             return Err(StartError::Incompatible(Incompatibility::PlanIdentity));
         }
-        let id: Arc<str> = Arc::from(snapshot.run_id());
+        let id: Arc<str> = Arc::clone(key.id().as_arc());
         let counted = self.inner.ids.counted(&id);
         let last = snapshot.last_sequence();
         let log = |id, limits| EventLog::after(id, last, limits);
@@ -380,6 +389,19 @@ impl Engine {
         self.prepare_import(snapshot, Some(&cancel))
             .await?
             .launch(cancel)
+    }
+
+    /// Why an import of `key`'s id is refused now, if it is: checked before anything is
+    /// leased, with the same answers [`reserve`](Self::reserve) gives.
+    fn refuse_import(&self, key: &LedgerKey) -> Option<StartError> {
+        let registry = self.inner.registry();
+        if registry.closed {
+            return Some(StartError::Closed);
+        }
+        registry
+            .ledger
+            .refuse_import(key)
+            .map(|refusal| refused(refusal, key))
     }
 
     async fn lease(&self, generation: Option<&PlanId>) -> Result<ToolPlanLease, StartError> {
@@ -412,7 +434,7 @@ impl Engine {
         (id, counted): (Arc<str>, bool),
         Reservation { release, filed }: Reservation<'_>,
         (lease, identity): (ToolPlanLease, Arc<PlanIdentity>),
-        log: impl FnOnce(Arc<str>, LogLimits) -> Result<EventLog, LogError>,
+        log: impl FnOnce(RunId, LogLimits) -> Result<EventLog, LogError>,
         start: Start,
     ) -> Result<Prepared, StartError> {
         let reserved = match RunId::new(id) {
@@ -422,20 +444,21 @@ impl Engine {
                 let key = LedgerKey::new(id, counted);
                 // Cloned before the lock: the clone takes the token's own lock.
                 let shutdown = filed.cloned();
-                let id = key.id();
                 let mut registry = self.inner.registry();
                 let refusal = if registry.closed {
                     Some(StartError::Closed)
-                } else if import && registry.ledger.is_retired(&key) {
-                    // The counter handed this id out here and it is not live: it is used.
-                    Some(StartError::RetiredRun(id.to_string()))
+                } else if let Some(refusal) = import
+                    .then(|| registry.ledger.refuse_import(&key))
+                    .flatten()
+                {
+                    // Checked before the lease too; this catches an import that raced it.
+                    Some(refused(refusal, &key))
                 } else {
-                    match registry.ledger.reserve(&key, shutdown) {
-                        Ok(()) => None,
-                        Err(Refusal::Live) => Some(StartError::DuplicateRun(id.to_string())),
-                        Err(Refusal::Retired) => Some(StartError::RetiredRun(id.to_string())),
-                        Err(Refusal::Capacity) => Some(StartError::IdentityCapacity),
-                    }
+                    registry
+                        .ledger
+                        .reserve(&key, shutdown)
+                        .err()
+                        .map(|refusal| refused(refusal, &key))
                 };
                 match refusal {
                     None => Ok(key),
@@ -450,7 +473,7 @@ impl Engine {
                 return Err(failure);
             }
         };
-        match log(Arc::clone(key.id().as_arc()), self.inner.options.log_limits) {
+        match log(key.id().clone(), self.inner.options.log_limits) {
             Ok(log) => Ok(Prepared {
                 engine: self.inner.clone(),
                 key,
@@ -574,6 +597,123 @@ impl Engine {
         let key = LedgerKey::new(id.clone(), self.inner.ids.counted(id.as_str()));
         self.inner.registry().ledger.is_retired(&key)
     }
+
+    /// Whether `id` is live here: its run is prepared, paused, running or suspended (one
+    /// of [`live_run_ids`](Self::live_run_ids)). A live id is neither taken by another run
+    /// nor imported, and [`retire`](Self::retire) refuses it.
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let agent = AgentDefinition::new("a", "scripted", 2)?;
+    /// let run = engine.start(&agent, Message::user("hi")?).await?;
+    /// let id = run.id().clone();
+    /// assert!(engine.is_live(&id));
+    /// run.wait().await?;
+    /// // `wait` returns once the run left the engine: its id is used for good.
+    /// assert!(!engine.is_live(&id) && engine.is_retired(&id));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn is_live(&self, id: &RunId) -> bool {
+        let key = LedgerKey::new(id.clone(), self.inner.ids.counted(id.as_str()));
+        self.inner.registry().ledger.live.contains_key(&key)
+    }
+
+    /// Whether `id`'s run was committed paused ([`PreparedRun::commit_paused`]) and waits
+    /// for the host's [`PausedRun::activate`] or [`PausedRun::abort`].
+    pub fn is_paused(&self, id: &RunId) -> bool {
+        let key = LedgerKey::new(id.clone(), self.inner.ids.counted(id.as_str()));
+        self.inner
+            .registry()
+            .ledger
+            .live
+            .get(&key)
+            .is_some_and(|slot| slot.stage == Stage::Paused)
+    }
+
+    /// The run-identity ledger's counts, read under one lock so they agree with each
+    /// other. Counting the retired ids passes over the ids recorded one by one (at most
+    /// [`MAX_RECORDED_RUN_IDS`](super::MAX_RECORDED_RUN_IDS)).
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine, RunIdentityCounts};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// use tokio_util::sync::CancellationToken;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// # let provider = Arc::new(ScriptedProvider::new(|_| vec![StreamEvent::Completed { usage: Usage::new(1, 1) }]));
+    /// # let tools = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// # let engine = Engine::builder(provider, tools).build()?;
+    /// let agent = AgentDefinition::new("a", "scripted", 2)?;
+    /// let paused = engine.prepare(&agent, Message::user("hi")?).await?.commit_paused(&CancellationToken::new())?;
+    /// assert!(engine.is_paused(paused.run_id()));
+    /// assert_eq!(engine.identity_counts(), RunIdentityCounts { reserved: 1, live: 1, retired: 0 });
+    /// paused.abort().await?;
+    /// assert_eq!(engine.identity_counts(), RunIdentityCounts { reserved: 0, live: 0, retired: 1 });
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn identity_counts(&self) -> RunIdentityCounts {
+        let ids = &self.inner.ids;
+        let registry = self.inner.registry();
+        let ledger = &registry.ledger;
+        let reserved = ledger
+            .live
+            .values()
+            .filter(|slot| slot.stage != Stage::Started)
+            .count();
+        // Every id the counter issued is used unless it is live; the recorded ones it
+        // does not cover are counted one by one.
+        let live_counted = ledger
+            .live
+            .keys()
+            .filter(|key| ids.counted(key.id().as_str()))
+            .count();
+        let issued = ids.issued();
+        let retired = issued.saturating_sub(live_counted as u64)
+            + ledger.retired_uncounted(|id| ids.counted(id)) as u64;
+        RunIdentityCounts {
+            reserved,
+            live: ledger.live.len(),
+            retired,
+        }
+    }
+}
+
+/// What the run-identity ledger holds; see [`Engine::identity_counts`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RunIdentityCounts {
+    /// Live ids whose run has not started: prepared, or committed paused.
+    pub reserved: usize,
+    /// Live ids: prepared, paused, running or suspended ([`Engine::live_runs`]); the
+    /// `reserved` ones are among them.
+    pub live: usize,
+    /// Ids used for good: runs that ended, aborted fresh preparations and ids retired by
+    /// the host ([`Engine::is_retired`] holds for each).
+    pub retired: u64,
+}
+
+/// The error a ledger refusal of `key`'s id reports.
+fn refused(refusal: Refusal, key: &LedgerKey) -> StartError {
+    match refusal {
+        Refusal::Live => StartError::DuplicateRun(key.id().clone()),
+        Refusal::Retired => StartError::RetiredRun(key.id().clone()),
+        Refusal::Capacity => StartError::IdentityCapacity,
+    }
 }
 
 /// What a reservation does besides taking the id.
@@ -597,10 +737,14 @@ struct Prepared {
 }
 
 impl Prepared {
-    /// Files the run's cancellation with the ledger (so an engine shutdown reaches it) and
-    /// names the runtime its task will run on; nothing runs yet. On an error the caller
-    /// aborts.
-    fn file(&self, cancel: &CancellationToken) -> Result<tokio::runtime::Handle, StartError> {
+    /// Files the run's cancellation with the ledger (so an engine shutdown reaches it), at
+    /// `stage`, and names the runtime its task will run on; nothing runs yet. On an error
+    /// the caller aborts.
+    fn file(
+        &self,
+        cancel: &CancellationToken,
+        stage: Stage,
+    ) -> Result<tokio::runtime::Handle, StartError> {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return Err(StartError::NoRuntime);
         };
@@ -608,9 +752,7 @@ impl Prepared {
         if registry.closed {
             return Err(StartError::Closed);
         }
-        if let Some(slot) = registry.ledger.live.get_mut(&self.key) {
-            *slot = Some(cancel.clone());
-        }
+        registry.ledger.advance(&self.key, stage, Some(cancel));
         Ok(runtime)
     }
 
@@ -664,29 +806,52 @@ impl Prepared {
 /// [`commit_paused`](Self::commit_paused) or [`abort`](Self::abort) happens; dropping it
 /// aborts.
 pub struct PreparedRun {
+    /// Kept beside the state, so the id outlives the decision that takes the state.
+    id: RunId,
     state: Option<Prepared>,
 }
 
 impl fmt::Debug for PreparedRun {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PreparedRun")
-            .field("run_id", &self.state.as_ref().map(|s| s.key.id().as_str()))
+            .field("run_id", &self.id)
             .finish_non_exhaustive()
     }
 }
 
 impl PreparedRun {
+    fn new(state: Prepared) -> PreparedRun {
+        PreparedRun {
+            id: state.key.id().clone(),
+            state: Some(state),
+        }
+    }
+
     /// The run's id.
-    pub fn run_id(&self) -> &str {
-        self.state.as_ref().map_or("", |s| s.key.id().as_str())
+    pub fn run_id(&self) -> &RunId {
+        &self.id
     }
 
     /// Starts the run under a child of `root`: cancelling `root` (or calling
     /// [`Run::cancel`]) cancels the run. A root that is already cancelled aborts the
     /// preparation instead. The same as [`commit_paused`](Self::commit_paused) then
-    /// [`PausedRun::activate`].
-    pub fn commit(self, root: &CancellationToken) -> Result<Run, StartError> {
-        Ok(self.commit_paused(root)?.activate())
+    /// [`PausedRun::activate`], in one pass over the ledger.
+    pub fn commit(mut self, root: &CancellationToken) -> Result<Run, StartError> {
+        if root.is_cancelled() {
+            self.abort_now();
+            return Err(StartError::Cancelled);
+        }
+        let Some(state) = self.state.take() else {
+            return Err(StartError::Closed);
+        };
+        let cancel = root.child_token();
+        match state.file(&cancel, Stage::Started) {
+            Ok(runtime) => Ok(state.run(&runtime, cancel)),
+            Err(error) => {
+                state.abort_in_background();
+                Err(error)
+            }
+        }
     }
 
     /// Registers the run under a child of `root` but keeps it inert: its id is taken and
@@ -730,8 +895,9 @@ impl PreparedRun {
         let Some(state) = self.state.take() else {
             return Err(StartError::Closed);
         };
-        match state.file(&cancel) {
+        match state.file(&cancel, Stage::Paused) {
             Ok(runtime) => Ok(PausedRun {
+                id: self.id.clone(),
                 state: Some(Paused {
                     prepared: state,
                     cancel,
@@ -780,6 +946,8 @@ struct Paused {
 /// listed) but nothing has happened, and a cancellation meanwhile is latched. Exactly one of
 /// [`activate`](Self::activate) or [`abort`](Self::abort) happens; dropping it aborts.
 pub struct PausedRun {
+    /// Kept beside the state, so the id outlives the decision that takes the state.
+    id: RunId,
     state: Option<Paused>,
 }
 
@@ -794,10 +962,8 @@ impl fmt::Debug for PausedRun {
 
 impl PausedRun {
     /// The run's id.
-    pub fn run_id(&self) -> &str {
-        self.state
-            .as_ref()
-            .map_or("", |s| s.prepared.key.id().as_str())
+    pub fn run_id(&self) -> &RunId {
+        &self.id
     }
 
     /// Whether a cancellation (of the root, or by an engine shutdown) is latched: the run
@@ -818,6 +984,12 @@ impl PausedRun {
         else {
             unreachable!("a paused run is activated or aborted once, by value")
         };
+        // The id is no longer reserved: the run has started.
+        prepared
+            .engine
+            .registry()
+            .ledger
+            .advance(&prepared.key, Stage::Started, None);
         prepared.run(&runtime, cancel)
     }
 
@@ -832,7 +1004,6 @@ impl PausedRun {
     /// # use agent_core::message::Message;
     /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
     /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
-    /// use agent_core::RunId;
     /// use tokio_util::sync::CancellationToken;
     /// # #[tokio::main(flavor = "current_thread")]
     /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -841,7 +1012,7 @@ impl PausedRun {
     /// # let engine = Engine::builder(provider, tools).build()?;
     /// let agent = AgentDefinition::new("a", "scripted", 2)?;
     /// let paused = engine.prepare(&agent, Message::user("hi")?).await?.commit_paused(&CancellationToken::new())?;
-    /// let id = RunId::new(paused.run_id())?;
+    /// let id = paused.run_id().clone();
     /// paused.abort().await?;
     /// assert_eq!(engine.live_runs(), 0);
     /// assert!(engine.is_retired(&id)); // never reused

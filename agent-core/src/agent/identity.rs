@@ -280,6 +280,26 @@ impl PlanIdentity {
         }
     }
 
+    /// An identity as a snapshot recorded it; [`Snapshot::validate`](super::Snapshot::validate)
+    /// checks the parts.
+    pub(super) fn from_parts(
+        fingerprint: Arc<str>,
+        static_identity: Arc<str>,
+        compatibility: Option<Arc<str>>,
+        workspace: Option<Arc<str>>,
+        plan_id: PlanId,
+        plan_fingerprint: Arc<str>,
+    ) -> PlanIdentity {
+        PlanIdentity {
+            fingerprint,
+            static_identity,
+            compatibility,
+            workspace,
+            plan_id,
+            plan_fingerprint,
+        }
+    }
+
     /// Whether this identity describes `lease` (same generation and fingerprint), so an
     /// engine can reuse it for the next lease of a static plan.
     pub(super) fn describes(&self, lease: &ToolPlanLease) -> bool {

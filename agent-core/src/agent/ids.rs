@@ -71,6 +71,14 @@ impl Ids {
         canonical && number.parse::<u64>().is_ok_and(|n| n <= counter.issued())
     }
 
+    /// How many ids the engine's own counter issued (none for a custom source).
+    pub(super) fn issued(&self) -> u64 {
+        match self {
+            Ids::Counter(counter) => counter.issued(),
+            Ids::Custom(_) => 0,
+        }
+    }
+
     /// A fresh run id, and whether [`counted`](Self::counted) holds for it: an id the
     /// counter just issued is counted by construction, so the caller need not parse it back.
     pub(super) fn next_run_id(&self) -> (Arc<str>, bool) {

@@ -35,7 +35,11 @@ impl Registry {
     ///
     /// [`Engine::start`]: super::Engine::start
     pub(super) fn tokens(&self) -> Vec<CancellationToken> {
-        self.ledger.live.values().flatten().cloned().collect()
+        self.ledger
+            .live
+            .values()
+            .filter_map(|slot| slot.token.clone())
+            .collect()
     }
 }
 

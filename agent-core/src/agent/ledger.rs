@@ -34,7 +34,7 @@ pub const MAX_RECORDED_RUN_IDS: usize = 65_536;
 pub enum RetireError {
     /// The id belongs to a run that is prepared, paused, running or suspended here.
     #[error("run `{0}` is live")]
-    Live(String),
+    Live(RunId),
     /// The ledger already records [`MAX_RECORDED_RUN_IDS`] ids.
     #[error("the run-identity ledger is full ({MAX_RECORDED_RUN_IDS} ids)")]
     Capacity,
@@ -128,16 +128,34 @@ fn keyed() -> &'static RandomState {
     KEYED.get_or_init(RandomState::new)
 }
 
-/// The live runs (with the token shutdown cancels, once committed) and the retired ids.
+/// How far the run of a live id got.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Stage {
+    /// Prepared: the id is reserved, nothing is committed.
+    Prepared,
+    /// Committed paused: registered, waiting for the host's activation.
+    Paused,
+    /// Started (running or suspended) until it ends.
+    Started,
+}
+
+/// A live id's entry: the token shutdown cancels (once committed) and the run's stage.
+#[derive(Debug)]
+pub(super) struct Slot {
+    pub(super) token: Option<CancellationToken>,
+    pub(super) stage: Stage,
+}
+
+/// The live runs and the retired ids.
 #[derive(Default)]
 pub(super) struct Ledger {
-    pub(super) live: HashMap<LedgerKey, Option<CancellationToken>, Filed>,
+    pub(super) live: HashMap<LedgerKey, Slot, Filed>,
     retired: HashSet<LedgerKey, Filed>,
 }
 
 impl Ledger {
     /// Reserves `key`'s id, with the token a shutdown cancels when the run is committed
-    /// in the same step (`None` until it is).
+    /// and started in the same step (`None` until it is).
     pub(super) fn reserve(
         &mut self,
         key: &LedgerKey,
@@ -154,8 +172,54 @@ impl Ledger {
         if !key.counted && recorded >= MAX_RECORDED_RUN_IDS {
             return Err(Refusal::Capacity);
         }
-        slot.insert(shutdown);
+        let stage = if shutdown.is_some() {
+            Stage::Started
+        } else {
+            Stage::Prepared
+        };
+        slot.insert(Slot {
+            token: shutdown,
+            stage,
+        });
         Ok(())
+    }
+
+    /// Why an import of `key`'s id would be refused, without reserving it: the id is live,
+    /// used here already (retired, or issued by the engine's counter), or needs an entry
+    /// the ledger has no room for.
+    pub(super) fn refuse_import(&self, key: &LedgerKey) -> Option<Refusal> {
+        if self.live.contains_key(key) {
+            Some(Refusal::Live)
+        } else if key.counted || self.retired.contains(key) {
+            Some(Refusal::Retired)
+        } else if self.recorded() >= MAX_RECORDED_RUN_IDS {
+            Some(Refusal::Capacity)
+        } else {
+            None
+        }
+    }
+
+    /// Moves a live id's run to `stage`, filing `token` when given.
+    pub(super) fn advance(
+        &mut self,
+        key: &LedgerKey,
+        stage: Stage,
+        token: Option<&CancellationToken>,
+    ) {
+        if let Some(slot) = self.live.get_mut(key) {
+            slot.stage = stage;
+            if let Some(token) = token {
+                slot.token = Some(token.clone());
+            }
+        }
+    }
+
+    /// The retired ids recorded one by one that `counted` does not cover.
+    pub(super) fn retired_uncounted(&self, counted: impl Fn(&str) -> bool) -> usize {
+        self.retired
+            .iter()
+            .filter(|key| !counted(key.id.as_str()))
+            .count()
     }
 
     /// Ends a live id; one the counter issued needs no record, its high-water mark covers it.
@@ -168,7 +232,7 @@ impl Ledger {
     /// Retires an id that is not live; idempotent.
     pub(super) fn retire(&mut self, key: &LedgerKey) -> Result<(), RetireError> {
         if self.live.contains_key(key) {
-            return Err(RetireError::Live(key.id.to_string()));
+            return Err(RetireError::Live(key.id.clone()));
         }
         if key.counted || self.retired.contains(key) {
             return Ok(());
@@ -209,10 +273,7 @@ mod tests {
         let mut ledger = Ledger::default();
         ledger.reserve(&custom(1), None).unwrap();
         assert_eq!(ledger.reserve(&custom(1), None), Err(Refusal::Live));
-        assert_eq!(
-            ledger.retire(&custom(1)),
-            Err(RetireError::Live("custom-1".into()))
-        );
+        assert_eq!(ledger.retire(&custom(1)), Err(RetireError::Live(id(1))));
         ledger.release(&custom(1), Release::Retire);
         assert_eq!(ledger.reserve(&custom(1), None), Err(Refusal::Retired));
         assert!(ledger.is_retired(&custom(1)));
@@ -228,6 +289,53 @@ mod tests {
         assert_eq!(ledger.recorded(), 2);
         assert!(ledger.is_retired(&counted));
         assert_eq!(ledger.retire(&custom(1)), Ok(()), "idempotent");
+    }
+
+    #[test]
+    fn an_import_is_refused_on_the_grounds_a_reservation_would_be() {
+        let mut ledger = Ledger::default();
+        assert_eq!(ledger.refuse_import(&custom(1)), None);
+        ledger.reserve(&custom(1), None).unwrap();
+        assert_eq!(ledger.refuse_import(&custom(1)), Some(Refusal::Live));
+        ledger.release(&custom(1), Release::Retire);
+        assert_eq!(ledger.refuse_import(&custom(1)), Some(Refusal::Retired));
+        // An id the counter issued is used, though the ledger keeps no entry for it.
+        let counted = LedgerKey::new(RunId::new("run-1").unwrap(), true);
+        assert_eq!(ledger.refuse_import(&counted), Some(Refusal::Retired));
+    }
+
+    #[test]
+    fn a_live_id_advances_through_its_stages() {
+        let mut ledger = Ledger::default();
+        ledger.reserve(&custom(1), None).unwrap();
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Prepared);
+        let token = CancellationToken::new();
+        ledger.advance(&custom(1), Stage::Paused, Some(&token));
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Paused);
+        assert!(ledger.live[&custom(1)].token.is_some());
+        ledger.advance(&custom(1), Stage::Started, None);
+        assert_eq!(ledger.live[&custom(1)].stage, Stage::Started);
+        assert!(
+            ledger.live[&custom(1)].token.is_some(),
+            "the token stays filed"
+        );
+        // Committed and started in one step.
+        ledger.reserve(&custom(2), Some(token)).unwrap();
+        assert_eq!(ledger.live[&custom(2)].stage, Stage::Started);
+        // Advancing an id that is not live does nothing.
+        ledger.advance(&custom(3), Stage::Started, None);
+        assert!(!ledger.live.contains_key(&custom(3)));
+    }
+
+    #[test]
+    fn retired_ids_the_counter_covers_are_not_counted_twice() {
+        let mut ledger = Ledger::default();
+        ledger.retire(&custom(1)).unwrap();
+        ledger
+            .retire(&LedgerKey::new(RunId::new("run-7").unwrap(), false))
+            .unwrap();
+        assert_eq!(ledger.retired_uncounted(|_| false), 2);
+        assert_eq!(ledger.retired_uncounted(|id| id == "run-7"), 1);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use crate::message::Message;
 use crate::model::Usage;
 use crate::panic::{CatchUnwind, contained};
 use crate::run_id::RunId;
-use crate::stage::{PlanId, ToolPlanLease};
+use crate::stage::{PlanId, ReleaseError, ToolPlanLease};
 use crate::tool::{Progress, ReportError, Reporter};
 
 /// Where a run stands.
@@ -591,8 +591,8 @@ impl Run {
     }
 
     /// The run's id.
-    pub fn id(&self) -> &str {
-        self.shared.id().as_str()
+    pub fn id(&self) -> &RunId {
+        self.shared.id()
     }
 
     /// The agent it executes.
@@ -646,7 +646,9 @@ impl Run {
     }
 
     /// Asks the run to stop at the next completed turn boundary that is not its last, and
-    /// waits until it did. If this future is dropped first, the request is withdrawn (and a
+    /// waits until it did. Refused with [`SuspendError::ResumeReserved`] while a
+    /// [`LocalResume`] holds the boundary: its commit would continue the run, so the run
+    /// cannot be promised to stay parked. If this future is dropped first, the request is withdrawn (and a
     /// run that had just stopped is resumed), so an abandoned or failed suspension never
     /// leaves the run parked.
     pub async fn suspend(&self) -> Result<(), SuspendError> {
@@ -654,6 +656,11 @@ impl Run {
             let mut state = self.shared.state();
             if state.finishing || state.outcome.is_some() {
                 return Err(SuspendError::Finished);
+            }
+            if state.resume_reserved {
+                // The boundary is the reservation's: its commit continues the run, so this
+                // caller cannot be told the run stays parked.
+                return Err(SuspendError::ResumeReserved);
             }
             if state.status == RunStatus::Suspended {
                 state.suspension_acknowledged = true;
@@ -673,6 +680,11 @@ impl Run {
             tokio::pin!(notified);
             {
                 let mut state = self.shared.state();
+                if state.resume_reserved {
+                    // Parked for this request, but a local resume took the boundary first.
+                    withdraw.armed = false;
+                    return Err(SuspendError::ResumeReserved);
+                }
                 if state.status == RunStatus::Suspended {
                     state.suspension_acknowledged = true;
                     withdraw.armed = false;
@@ -744,7 +756,7 @@ impl Run {
     ///
     /// let reservation = run.prepare_local_resume()?;
     /// assert!(run.snapshot().is_err()); // reserved: nothing is exported
-    /// reservation.abort();
+    /// reservation.abort().await?;
     /// assert_eq!(run.snapshot()?.to_json(), before); // exactly as it was
     ///
     /// run.prepare_local_resume()?.commit(); // continues from the boundary
@@ -769,6 +781,7 @@ impl Run {
         // The parking is now the reservation's to end; a withdrawn suspend() must not.
         state.suspension_acknowledged = true;
         Ok(LocalResume {
+            id: self.shared.id().clone(),
             shared: Some(self.shared.clone()),
         })
     }
@@ -791,17 +804,13 @@ impl Run {
         }
         Ok(Snapshot {
             version: SNAPSHOT_VERSION.to_owned(),
-            run_id: self.shared.id().to_string(),
+            run_id: self.shared.id().clone(),
             agent: self.shared.agent.clone(),
             status: data.status,
             completed_turns: data.completed_turns,
             history: data.history.as_ref().clone(),
-            plan_id: self.shared.lease.id().to_string(),
-            plan_fingerprint: self.shared.lease.fingerprint().to_owned(),
-            plan_identity: self.shared.identity.fingerprint().to_owned(),
-            static_identity: self.shared.identity.static_identity().to_owned(),
-            compatibility: self.shared.identity.compatibility().map(str::to_owned),
-            workspace: self.shared.identity.workspace().map(str::to_owned),
+            // Built from the leased generation, so its plan id and fingerprint are the lease's.
+            plan: PlanIdentity::clone(&self.shared.identity),
             last_sequence: self.shared.log.last_sequence(),
             usage: data.usage,
             unfinished_calls: data.unfinished.clone(),
@@ -823,6 +832,8 @@ impl Run {
 /// The reserved suspended boundary of a run; see [`Run::prepare_local_resume`]. Exactly one
 /// of [`commit`](Self::commit) or [`abort`](Self::abort) happens; dropping it aborts.
 pub struct LocalResume {
+    /// Kept beside the state, so the id outlives the decision that takes the state.
+    id: RunId,
     shared: Option<Arc<RunShared>>,
 }
 
@@ -836,8 +847,8 @@ impl fmt::Debug for LocalResume {
 
 impl LocalResume {
     /// The run's id.
-    pub fn run_id(&self) -> &str {
-        self.shared.as_ref().map_or("", |s| s.id().as_str())
+    pub fn run_id(&self) -> &RunId {
+        &self.id
     }
 
     /// The sequence number the run's next event will get.
@@ -862,8 +873,14 @@ impl LocalResume {
 
     /// Gives the boundary back: the run is suspended exactly as before (its snapshot is
     /// byte-identical), and a latched cancellation now cancels it.
-    pub fn abort(mut self) {
+    ///
+    /// The same shape as [`PreparedRun::abort`](super::PreparedRun::abort) and
+    /// [`PausedRun::abort`](super::PausedRun::abort), so a host undoes every reservation
+    /// with one `abort().await?`: those wait for a plan lease to be released, while a local
+    /// resume holds no lease of its own, so this is ready at once and never fails.
+    pub async fn abort(mut self) -> Result<(), ReleaseError> {
         self.release();
+        Ok(())
     }
 
     fn release(&mut self) {

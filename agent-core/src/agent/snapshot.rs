@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 
 use super::definition::AgentDefinition;
+use super::identity::PlanIdentity;
 use crate::interaction::is_interaction_id;
 use crate::message::{Message, Part, Role};
 use crate::model::{MAX_MESSAGES, Usage};
@@ -117,37 +118,143 @@ pub enum SnapshotError {
 ///
 /// Serialized as deterministic JSON by [`to_json`](Self::to_json) and validated by
 /// [`from_json`](Self::from_json): unknown members, other versions and inconsistent
-/// histories are refused.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+/// histories are refused. The run id is a [`RunId`] and the plan a [`PlanIdentity`], the
+/// types a live [`Run`](super::Run) gives, so a host compares the two without converting.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
     pub(crate) version: String,
-    pub(crate) run_id: String,
+    pub(crate) run_id: RunId,
     pub(crate) agent: AgentDefinition,
     pub(crate) status: SnapshotStatus,
     pub(crate) completed_turns: u32,
     pub(crate) history: Vec<Message>,
-    pub(crate) plan_id: String,
-    pub(crate) plan_fingerprint: String,
-    /// The run's [`PlanIdentity`](super::PlanIdentity) fingerprint.
-    pub(crate) plan_identity: String,
-    /// The engine's static identity.
-    pub(crate) static_identity: String,
-    /// The engine's snapshot-compatibility identity, if set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) compatibility: Option<String>,
-    /// The engine's workspace identity, if set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) workspace: Option<String>,
+    /// What the run executes: the leased generation and the engine's identities.
+    pub(crate) plan: PlanIdentity,
     pub(crate) last_sequence: u64,
     pub(crate) usage: Usage,
     pub(crate) unfinished_calls: Vec<UnfinishedCall>,
     pub(crate) interaction_ids: BTreeSet<String>,
 }
 
+/// The snapshot as written: the plan identity's parts are flat members (the format did not
+/// change when [`Snapshot`] started holding a [`PlanIdentity`]).
+#[derive(Serialize)]
+struct WireRef<'a> {
+    version: &'a str,
+    run_id: &'a RunId,
+    agent: &'a AgentDefinition,
+    status: SnapshotStatus,
+    completed_turns: u32,
+    history: &'a [Message],
+    plan_id: &'a str,
+    plan_fingerprint: &'a str,
+    plan_identity: &'a str,
+    static_identity: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    compatibility: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    workspace: Option<&'a str>,
+    last_sequence: u64,
+    usage: Usage,
+    unfinished_calls: &'a [UnfinishedCall],
+    interaction_ids: &'a BTreeSet<String>,
+}
+
+/// The snapshot as read, before its ids and identities are checked.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wire {
+    version: String,
+    run_id: String,
+    agent: AgentDefinition,
+    status: SnapshotStatus,
+    completed_turns: u32,
+    history: Vec<Message>,
+    plan_id: String,
+    plan_fingerprint: String,
+    plan_identity: String,
+    static_identity: String,
+    #[serde(default)]
+    compatibility: Option<String>,
+    #[serde(default)]
+    workspace: Option<String>,
+    last_sequence: u64,
+    usage: Usage,
+    unfinished_calls: Vec<UnfinishedCall>,
+    interaction_ids: BTreeSet<String>,
+}
+
+impl Wire {
+    /// The snapshot, once its run id and plan id are valid (the types it holds them in);
+    /// the other rules are [`Snapshot::validate`]'s.
+    fn into_snapshot(self) -> Result<Snapshot, SnapshotError> {
+        use SnapshotError::Invalid;
+        if self.version != SNAPSHOT_VERSION {
+            return Err(SnapshotError::Version(self.version));
+        }
+        let run_id = RunId::new(self.run_id).map_err(|_| Invalid(RUN_ID_RULE))?;
+        let plan_id = PlanId::new(self.plan_id).map_err(|_| Invalid("plan id is invalid"))?;
+        let snapshot = Snapshot {
+            version: self.version,
+            run_id,
+            agent: self.agent,
+            status: self.status,
+            completed_turns: self.completed_turns,
+            history: self.history,
+            plan: PlanIdentity::from_parts(
+                self.plan_identity.into(),
+                self.static_identity.into(),
+                self.compatibility.map(Into::into),
+                self.workspace.map(Into::into),
+                plan_id,
+                self.plan_fingerprint.into(),
+            ),
+            last_sequence: self.last_sequence,
+            usage: self.usage,
+            unfinished_calls: self.unfinished_calls,
+            interaction_ids: self.interaction_ids,
+        };
+        Ok(snapshot)
+    }
+}
+
+impl Serialize for Snapshot {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        WireRef {
+            version: &self.version,
+            run_id: &self.run_id,
+            agent: &self.agent,
+            status: self.status,
+            completed_turns: self.completed_turns,
+            history: &self.history,
+            plan_id: self.plan.plan_id().as_str(),
+            plan_fingerprint: self.plan.plan_fingerprint(),
+            plan_identity: self.plan.fingerprint(),
+            static_identity: self.plan.static_identity(),
+            compatibility: self.plan.compatibility(),
+            workspace: self.plan.workspace(),
+            last_sequence: self.last_sequence,
+            usage: self.usage,
+            unfinished_calls: &self.unfinished_calls,
+            interaction_ids: &self.interaction_ids,
+        }
+        .serialize(serializer)
+    }
+}
+
+/// Decodes the types (a valid run id and plan id), not every rule: that is
+/// [`Snapshot::from_json`]'s, and resuming validates again.
+impl<'de> Deserialize<'de> for Snapshot {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Snapshot, D::Error> {
+        Wire::deserialize(deserializer)?
+            .into_snapshot()
+            .map_err(serde::de::Error::custom)
+    }
+}
+
 impl Snapshot {
     /// The run.
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
@@ -172,33 +279,36 @@ impl Snapshot {
     }
 
     /// The tool plan generation the run leased; resuming requires exactly this one.
-    pub fn plan_id(&self) -> &str {
-        &self.plan_id
+    pub fn plan_id(&self) -> &PlanId {
+        self.plan.plan_id()
     }
 
     /// The leased plan's fingerprint; resuming requires an identical plan.
     pub fn plan_fingerprint(&self) -> &str {
-        &self.plan_fingerprint
+        self.plan.plan_fingerprint()
     }
 
-    /// The run's plan identity ([`PlanIdentity::fingerprint`](super::PlanIdentity::fingerprint)).
-    pub fn plan_identity(&self) -> &str {
-        &self.plan_identity
+    /// What the run executed: the same [`PlanIdentity`] its [`Run::plan_identity`]
+    /// gave; resuming requires an engine that gives it again.
+    ///
+    /// [`Run::plan_identity`]: super::Run::plan_identity
+    pub fn plan_identity(&self) -> &PlanIdentity {
+        &self.plan
     }
 
     /// The static identity of the engine that took it.
     pub fn static_identity(&self) -> &str {
-        &self.static_identity
+        self.plan.static_identity()
     }
 
     /// The snapshot-compatibility identity of the engine that took it, if set.
     pub fn compatibility(&self) -> Option<&str> {
-        self.compatibility.as_deref()
+        self.plan.compatibility()
     }
 
     /// The workspace identity of the engine that took it, if set.
     pub fn workspace(&self) -> Option<&str> {
-        self.workspace.as_deref()
+        self.plan.workspace()
     }
 
     /// The sequence number of the last event; a resumed run continues after it.
@@ -242,8 +352,9 @@ impl Snapshot {
         if version.version != SNAPSHOT_VERSION {
             return Err(SnapshotError::Version(version.version));
         }
-        let snapshot: Snapshot =
+        let wire: Wire =
             serde_json::from_slice(bytes).map_err(|e| SnapshotError::Malformed(e.to_string()))?;
+        let snapshot = wire.into_snapshot()?;
         snapshot.validate()?;
         Ok(snapshot)
     }
@@ -254,26 +365,21 @@ impl Snapshot {
         if self.version != SNAPSHOT_VERSION {
             return Err(SnapshotError::Version(self.version.clone()));
         }
-        if RunId::check(&self.run_id).is_err() {
-            return Err(Invalid(RUN_ID_RULE));
-        }
+        // The run id and the plan id are checked by their types.
         self.agent
             .validate()
             .map_err(|_| Invalid("agent definition is invalid"))?;
-        if PlanId::new(self.plan_id.clone()).is_err() {
-            return Err(Invalid("plan id is invalid"));
-        }
-        if !crate::stage::is_sha256_fingerprint(&self.plan_fingerprint) {
+        if !crate::stage::is_sha256_fingerprint(self.plan.plan_fingerprint()) {
             return Err(Invalid("plan fingerprint is invalid"));
         }
-        if !crate::stage::is_sha256_fingerprint(&self.plan_identity)
-            || !crate::stage::is_sha256_fingerprint(&self.static_identity)
+        if !crate::stage::is_sha256_fingerprint(self.plan.fingerprint())
+            || !crate::stage::is_sha256_fingerprint(self.plan.static_identity())
         {
             return Err(Invalid(
                 "plan and static identities must be sha256 fingerprints",
             ));
         }
-        let compatible = self.compatibility.as_ref().is_none_or(|c| {
+        let compatible = self.plan.compatibility().is_none_or(|c| {
             super::EngineIdentity::default()
                 .with_compatibility(c)
                 .is_ok()
@@ -282,8 +388,8 @@ impl Snapshot {
             return Err(Invalid("compatibility identity is invalid"));
         }
         if self
-            .workspace
-            .as_ref()
+            .plan
+            .workspace()
             .is_some_and(|w| !crate::stage::is_sha256_fingerprint(w))
         {
             return Err(Invalid("workspace identity is invalid"));

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use tokio::sync::Notify;
 
 use super::{Envelope, Event, Timestamp};
+use crate::run_id::RunId;
 
 /// Why the log refused an append, a replay or a subscription.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -211,13 +212,14 @@ pub struct ReplayPage {
 ///
 /// ```
 /// use std::sync::Arc;
+/// use agent_core::RunId;
 /// use agent_core::event::{Envelope, Event, EventLog, LogLimits, ReplayRequest, Timestamp};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
 /// let run: Arc<str> = Arc::from("run-1");
 /// let at = Timestamp::from_unix_nanos(1);
-/// let log = EventLog::new(run.clone(), LogLimits::default())?;
+/// let log = EventLog::new(RunId::new(run.clone())?, LogLimits::default())?;
 /// log.append(Envelope::new(run.clone(), 1, at, Event::TurnStarted { turn: 1 }))?;
 /// log.append(Envelope::new(run.clone(), 2, at, Event::ModelStarted { turn: 1 }))?;
 /// log.append(Envelope::new(run.clone(), 3, at, Event::ModelDelta { text: "hi".into() }))?;
@@ -238,7 +240,7 @@ pub struct ReplayPage {
 /// # }
 /// ```
 pub struct EventLog {
-    run_id: Arc<str>,
+    run_id: RunId,
     limits: LogLimits,
     inner: Mutex<Inner>,
 }
@@ -364,7 +366,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl EventLog {
     /// An empty log for `run_id` whose first event has sequence 1.
-    pub fn new(run_id: Arc<str>, limits: LogLimits) -> Result<EventLog, LogError> {
+    pub fn new(run_id: RunId, limits: LogLimits) -> Result<EventLog, LogError> {
         EventLog::after(run_id, 0, limits)
     }
 
@@ -372,7 +374,7 @@ impl EventLog {
     /// `last_sequence + 1`, and its bounds are `earliest = last_sequence + 1`,
     /// `latest = last_sequence` until then.
     pub fn after(
-        run_id: Arc<str>,
+        run_id: RunId,
         last_sequence: u64,
         limits: LogLimits,
     ) -> Result<EventLog, LogError> {
@@ -400,7 +402,7 @@ impl EventLog {
     }
 
     /// The run this log belongs to.
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
@@ -432,7 +434,7 @@ impl EventLog {
     ) -> Result<(), LogError> {
         let mut guard = lock(&self.inner);
         let inner = &mut *guard;
-        let bytes = self.run_id.len() + event.accounted_bytes();
+        let bytes = self.run_id.as_str().len() + event.accounted_bytes();
         let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
         // Built in the call: an entry returned from a helper measured as one more copy of
         // it on every append.
@@ -455,7 +457,7 @@ impl EventLog {
     ) -> Result<Envelope, LogError> {
         let mut guard = lock(&self.inner);
         let inner = &mut *guard;
-        let bytes = self.run_id.len() + event.accounted_bytes();
+        let bytes = self.run_id.as_str().len() + event.accounted_bytes();
         let sequence = self.admit(inner, event.kind().is_terminal(), bytes)?;
         let entry = Entry {
             sequence,
@@ -463,7 +465,7 @@ impl EventLog {
             event,
             bytes,
         };
-        let envelope = entry.envelope(&self.run_id);
+        let envelope = entry.envelope(self.run_id.as_arc());
         self.store(inner, entry);
         Ok(envelope)
     }
@@ -474,7 +476,7 @@ impl EventLog {
         if inner.closed {
             return Err(LogError::Closed);
         }
-        if envelope.run_id() != &*self.run_id {
+        if envelope.run_id() != self.run_id.as_str() {
             return Err(LogError::RunMismatch {
                 expected: self.run_id.to_string(),
                 found: envelope.run_id().to_owned(),
@@ -536,7 +538,7 @@ impl EventLog {
         inner.bytes += entry.bytes;
         inner.entries.push_back(entry);
         if !inner.subscribers.is_empty() {
-            inner.publish(&self.run_id, &self.limits);
+            inner.publish(self.run_id.as_arc(), &self.limits);
         }
     }
 
@@ -579,7 +581,7 @@ impl EventLog {
                 break;
             }
             bytes += entry.bytes;
-            events.push(entry.envelope(&self.run_id));
+            events.push(entry.envelope(self.run_id.as_arc()));
         }
         let has_more = events.len() < available;
         let tail = (request.tail && !has_more).then(|| {
@@ -613,7 +615,9 @@ impl EventLog {
         if bytes > self.limits.subscriber_max_bytes {
             return Err(exhausted("event_replay_bytes"));
         }
-        let queue = backlog.map(|entry| entry.queued(&self.run_id)).collect();
+        let queue = backlog
+            .map(|entry| entry.queued(self.run_id.as_arc()))
+            .collect();
         Ok(inner.subscribe(after, queue))
     }
 
@@ -839,7 +843,7 @@ mod tests {
     }
 
     fn log_with(limits: LogLimits) -> EventLog {
-        EventLog::new(Arc::from(RUN), limits).unwrap()
+        EventLog::new(RunId::new(RUN).unwrap(), limits).unwrap()
     }
 
     /// Reserves of one event and 256 bytes.
@@ -925,10 +929,11 @@ mod tests {
         for case in cases {
             let mut limits = small(4, 1024);
             case(&mut limits);
-            let error = EventLog::new(Arc::from(RUN), limits).unwrap_err();
+            let error = EventLog::new(RunId::new(RUN).unwrap(), limits).unwrap_err();
             assert!(matches!(error, LogError::InvalidLimits(_)), "{limits:?}");
         }
-        let error = EventLog::after(Arc::from(RUN), u64::MAX, LogLimits::default()).unwrap_err();
+        let error =
+            EventLog::after(RunId::new(RUN).unwrap(), u64::MAX, LogLimits::default()).unwrap_err();
         assert!(matches!(error, LogError::InvalidRequest(_)));
     }
 
@@ -1058,7 +1063,7 @@ mod tests {
         log.append(delta(1, 0)).unwrap();
         assert_eq!(next(&mut tail).await, Some(1));
 
-        let log = EventLog::after(Arc::from(RUN), 41, LogLimits::default()).unwrap();
+        let log = EventLog::after(RunId::new(RUN).unwrap(), 41, LogLimits::default()).unwrap();
         assert_eq!((log.earliest(), log.last_sequence()), (42, 41));
         let page = log.replay(ReplayRequest::after(41).with_tail()).unwrap();
         assert_eq!((page.earliest, page.latest, page.events.len()), (42, 41, 0));

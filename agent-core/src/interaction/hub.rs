@@ -568,7 +568,7 @@ mod tests {
     /// Folds every queued delta over `snapshot`, checking revisions are consecutive.
     fn replay(snapshot: PendingSnapshot, deltas: &mut PendingSubscription) -> PendingSnapshot {
         let mut revision = snapshot.revision;
-        let key = |p: &Pending| (p.scope.run_id().to_owned(), p.request.id.clone());
+        let key = |p: &Pending| (p.scope.run_id().to_string(), p.request.id.clone());
         let mut map: BTreeMap<_, _> = snapshot.pending.into_iter().map(|p| (key(&p), p)).collect();
         while let Some(delta) = deltas.try_next() {
             assert_eq!(delta.revision(), revision + 1);
@@ -865,7 +865,7 @@ mod tests {
             }
             let last = hub.pending();
             let keys: Vec<_> = last.pending().iter()
-                .map(|p| (p.scope().run_id().to_owned(), p.request().id().to_owned()))
+                .map(|p| (p.scope().run_id().to_string(), p.request().id().to_owned()))
                 .collect();
             let model: Vec<_> = in_flight.keys()
                 .map(|(r, i)| (format!("r{r}"), format!("i{i}")))

@@ -164,8 +164,8 @@ impl DispatchScope {
     }
 
     /// The run.
-    pub fn run_id(&self) -> &str {
-        self.run_id.as_str()
+    pub fn run_id(&self) -> &RunId {
+        &self.run_id
     }
 
     /// The turn, from 1.

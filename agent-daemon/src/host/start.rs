@@ -72,7 +72,7 @@ impl RunHost {
             .prepare(definition.agent(), input)
             .await
             .map_err(start_error)?;
-        let run_id = prepared.run_id().to_owned();
+        let run_id = prepared.run_id().to_string();
         let binding = inner.bind(&mut slot, client, &run_id)?;
         let paused = prepared
             .commit_paused(&inner.runs_root)
@@ -106,7 +106,7 @@ impl RunHost {
         binding: RunBinding,
     ) {
         let inner = &*self.inner;
-        let run_id = run.id().to_owned();
+        let run_id = run.id().to_string();
         let owner_id: Arc<str> = client.into();
         let hosted = Arc::new(Hosted {
             owner: owner_id.clone(),

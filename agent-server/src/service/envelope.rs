@@ -95,7 +95,7 @@ pub fn event_to_wire(envelope: &Envelope) -> Option<pb::RunEvent> {
 pub(super) fn pending_to_wire(pending: &Pending) -> Option<pb::PendingInteraction> {
     let request = pending.request();
     let value = pb::PendingInteraction {
-        run_id: pending.scope().run_id().to_owned(),
+        run_id: pending.scope().run_id().to_string(),
         interaction_id: request.id().to_owned(),
         kind: request.kind().to_owned(),
         prompt: request.prompt().to_owned(),
