@@ -88,13 +88,13 @@ compose! {
     }
 }
 
-/// The server to start: the first argument, `MCP_SERVER`, or the test server (built when
-/// missing and `build` allows it).
-fn server_command(build: bool) -> Result<PathBuf, Box<dyn std::error::Error>> {
-    if let Some(given) = std::env::args_os()
-        .nth(1)
-        .or_else(|| std::env::var_os("MCP_SERVER"))
-    {
+/// The server to start: `given` (the program's first argument), `MCP_SERVER`, or the test
+/// server (built when missing and `build` allows it).
+fn server_command(
+    given: Option<std::ffi::OsString>,
+    build: bool,
+) -> Result<PathBuf, Box<dyn std::error::Error>> {
+    if let Some(given) = given.or_else(|| std::env::var_os("MCP_SERVER")) {
         return Ok(PathBuf::from(given));
     }
     // Examples are built into `<target>/<profile>/examples/`, all of this package together.
@@ -125,7 +125,7 @@ fn server_command(build: bool) -> Result<PathBuf, Box<dyn std::error::Error>> {
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    run(server_command(true)?)
+    run(server_command(std::env::args_os().nth(1), true)?)
 }
 
 #[tokio::main(flavor = "current_thread")]
@@ -154,7 +154,8 @@ async fn run(command: PathBuf) -> Result<(), Box<dyn std::error::Error>> {
 /// runs cargo itself (the running `cargo test` holds the build lock).
 #[test]
 fn the_example_runs() {
-    let command = server_command(false).expect("the test server");
+    // A test binary's arguments are the harness's (`--exact`, a filter), never a server.
+    let command = server_command(None, false).expect("the test server");
     assert!(
         command.exists(),
         "{} is missing: run `cargo test -p examples` or `cargo build -p examples --example {TEST_SERVER}`",
