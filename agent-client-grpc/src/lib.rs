@@ -46,7 +46,9 @@ mod status;
 
 pub use attempt::{AttemptIdError, new_attempt_id};
 pub use connector::{
-    ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, AUTHORIZATION_HEADER, Config, GrpcConnector,
-    RECONNECT_GATE_WAITERS, RECONNECT_WAITERS_RESOURCE,
+    ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, Config, GrpcConnector, RECONNECT_GATE_WAITERS,
+    RECONNECT_WAITERS_RESOURCE,
 };
-pub use session::{GrpcEventStream, GrpcInteractionStream, GrpcSession, STREAM_BUFFER_FRAMES};
+pub use session::{
+    AUTHORIZATION_HEADER, GrpcEventStream, GrpcInteractionStream, GrpcSession, STREAM_BUFFER_FRAMES,
+};

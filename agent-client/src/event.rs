@@ -4,8 +4,8 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::error::ValueError;
 use crate::token::{is_token, token};
+use crate::values::ValueError;
 use crate::values::{MAX_ID_BYTES, MAX_NAME_BYTES, RunRef};
 
 /// Longest model delta text, in bytes (256 KiB).

@@ -3,9 +3,9 @@
 
 use std::fmt;
 
-use crate::error::ValueError;
 use crate::json::{JsonKind, validate_json};
 use crate::token::token;
+use crate::values::ValueError;
 use crate::values::{InteractionId, MAX_ID_BYTES, RunRef};
 
 /// Largest structured value, in bytes (512 KiB).

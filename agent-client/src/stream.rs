@@ -2,9 +2,9 @@
 //! A control carrying an error never becomes a frame; the adapter turns it
 //! into a typed [`crate::Error`] (for example [`crate::CursorGapError`]).
 
-use crate::error::ValueError;
 use crate::event::Event;
 use crate::interaction::{InteractionSnapshot, InteractionUpdate};
+use crate::values::ValueError;
 
 /// The control that closes an event page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

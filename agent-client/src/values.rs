@@ -4,8 +4,34 @@
 
 use std::fmt;
 
-use crate::error::ValueError;
 use crate::token::{is_token, token};
+
+/// A value failed its constructor's validation. The message is fixed and
+/// names the broken rule; it never holds the rejected input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueError {
+    message: &'static str,
+}
+
+impl ValueError {
+    /// A validation failure with a fixed message.
+    pub const fn new(message: &'static str) -> Self {
+        Self { message }
+    }
+
+    /// The fixed message naming the broken rule.
+    pub fn message(&self) -> &'static str {
+        self.message
+    }
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message)
+    }
+}
+
+impl std::error::Error for ValueError {}
 
 /// Longest build identity field, in bytes.
 pub const MAX_BUILD_FIELD_BYTES: usize = 256;
