@@ -1,5 +1,5 @@
 //! The signed snapshot envelope: its JSON form, structural validation (no key needed, runs
-//! first) and keyed signing and verification over the canonical fields of section 5.2.
+//! first) and keyed signing and verification over the canonical fields (docs/snapshot-authority.md, "The envelope").
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};

@@ -1,6 +1,6 @@
 //! The gRPC connector: Initialize with the reconnect gate, fencing of the
 //! prior local session, the one-retry rule for attempt ids, and response
-//! validation (reference section 4.5).
+//! validation (docs/client.md, "Connecting" and "Reconnect").
 
 use std::collections::HashMap;
 use std::path::Path;

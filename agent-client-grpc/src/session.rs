@@ -1,6 +1,6 @@
 //! A negotiated gRPC session: unary calls with the bearer token and the
 //! negotiated bounds, and the event and interaction streams with their page
-//! and tail validation (reference section 4.5).
+//! and tail validation (docs/client.md, "Sessions" and "Streams").
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};

@@ -1,4 +1,4 @@
-//! Typed errors (reference section 4.4). Every error keeps only the safe
+//! Typed errors (docs/client.md, "Errors and retries"). Every error keeps only the safe
 //! facts of the wire status: a fixed message token, whether the same request
 //! may be retried, and the operation it concerns. Constructors reject facts
 //! that contradict each other, so a value of these types is always

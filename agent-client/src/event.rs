@@ -1,5 +1,5 @@
 //! Run events: 19 kinds with dotted names and a closed detail union with one
-//! detail shape per kind (reference section 4.3).
+//! detail shape per kind (docs/client.md, "Streams").
 
 use std::fmt;
 use std::time::SystemTime;

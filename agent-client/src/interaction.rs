@@ -1,5 +1,5 @@
 //! Interaction values: [`StructuredValue`] (bounded, redacted JSON) and
-//! pending interactions (reference section 4.3).
+//! pending interactions (docs/client.md, "Streams").
 
 use std::fmt;
 

@@ -19,7 +19,7 @@ pub struct EventControl {
 
 impl EventControl {
     /// The current form (with `page_last`), under the arithmetic of
-    /// reference 1.6: a valid or empty window; `earliest-1 <= page_last <=
+    /// docs/protocol.md, "Streams": a valid or empty window; `earliest-1 <= page_last <=
     /// latest`; `earliest-1 <= last_delivered <= page_last`; `has_more ⇔
     /// page_last < latest`; not both `has_more` and `tailing`; `tailing ⇒
     /// page_last == latest`.

@@ -1,5 +1,5 @@
 //! Immutable values of a negotiated connection and its requests and results
-//! (reference section 4.3). Every constructor validates; fields are private
+//! (docs/client.md, "Connecting"). Every constructor validates; fields are private
 //! and read through accessors, so a value that exists is valid.
 
 use std::fmt;

@@ -85,7 +85,7 @@ fn no_runtime_registries() {
     }
 }
 
-/// The layers of `agent-core`, lowest first (docs/architecture.md, "Layers": message, tool,
+/// The layers of `agent-core`, lowest first (docs/architecture.md, "Crates": message, tool,
 /// interaction -> model -> stage -> event <- agent; compose beside, above the kernel). A
 /// module may import modules of its own layer or a lower one, never a higher one; inside a
 /// layer the imports must not form a loop. The first layer holds support modules that know
@@ -884,8 +884,8 @@ fn the_scanner_resolves_uses_reexports_and_inline_paths() {
     assert_eq!(problems, ["module loop: s::p -> s::q -> s::p"]);
 }
 
-/// What each workspace crate is, for the crate-direction rules of ARCHITECTURE sections 2
-/// and 9. A new member must be placed here, so its direction is decided, not defaulted.
+/// What each workspace crate is, for the crate directions of docs/architecture.md
+/// ("Crates"). A new member must be placed here, so its direction is decided, not defaulted.
 const KERNEL_CRATES: &[&str] = &["agent-core", "agent-macros", "agent-compose"];
 const HOST_CRATES: &[&str] = &[
     "agent-authority",
@@ -1076,7 +1076,7 @@ fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
 }
 
 /// The client seam's manifest has no dependency table at all: a UI takes it without any
-/// transport, runtime or serializer (reference 4.1).
+/// transport, runtime or serializer (docs/client.md).
 #[test]
 fn the_client_seam_depends_on_the_standard_library_only() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -1090,4 +1090,211 @@ fn the_client_seam_depends_on_the_standard_library_only() {
             "agent-client declares {line}"
         );
     }
+}
+
+// ---- citations stay inside the repository ----
+
+/// Every `.rs` and `.md` file of the repository (build output, VCS data and installed npm
+/// packages aside), as (path relative to the root, text).
+fn repository_texts() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).expect("readable directory") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if !matches!(name, "target" | ".git" | "node_modules") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("workspace root");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            (relative, fs::read_to_string(&path).expect("readable"))
+        })
+        .collect()
+}
+
+/// Every citation in `text` that leads out of the repository, as `line: why`. `headings`
+/// maps each docs page to its headings, so that a citation of a page's heading (the page's
+/// path, then the heading in double quotes) must name one that exists; a heading may be
+/// cited by its beginning.
+///
+/// Out of the repository: a path into the shared design and reference notes beside the
+/// checkout or the machine's work tree, a document of the original system's semantics, the
+/// upper-case design files, and any numbered section (the word, `§`, or "reference" before
+/// a number): no page of the repository numbers its sections, so such a number points
+/// elsewhere. An RFC's numbered section is a public standard and allowed.
+fn citations_leaving_the_repository(
+    text: &str,
+    headings: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<String> {
+    // Built from pieces, so that this function's own source does not match them.
+    let paths = [
+        ["..", "/shared"].concat(),
+        ["/wo", "rk/"].concat(),
+        ["refer", "ence/"].concat(),
+        ["ARCHI", "TECTURE"].concat(),
+        ["API", ".md"].concat(),
+    ];
+    let numbered = [
+        ["sec", "tion "].concat(),
+        ["sec", "tions "].concat(),
+        ["refer", "ence "].concat(),
+        ["refer", "ence sec", "tion "].concat(),
+        "\u{a7}".to_owned(),
+    ];
+    let spice = ["spi", "ce-"].concat();
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let number = number + 1;
+        for path in &paths {
+            if line.contains(path.as_str()) {
+                found.push(format!("{number}: cites {path}"));
+            }
+        }
+        for (at, _) in line.match_indices(spice.as_str()) {
+            let word: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .collect();
+            if word.contains("semantics") || word.ends_with(".md") {
+                found.push(format!("{number}: cites {word}"));
+            }
+        }
+        for marker in &numbered {
+            for (at, _) in line.match_indices(marker.as_str()) {
+                let after = line[at + marker.len()..].trim_start();
+                let before = &line[..at];
+                let rfc = before
+                    .rsplit_once("RFC ")
+                    .is_some_and(|(_, rest)| rest.trim().chars().all(|c| c.is_ascii_digit()));
+                if after.starts_with(|c: char| c.is_ascii_digit()) && !rfc {
+                    found.push(format!(
+                        "{number}: cites a numbered section ({})",
+                        marker.trim()
+                    ));
+                }
+            }
+        }
+        for (at, _) in line.match_indices("docs/") {
+            let rest = &line[at + "docs/".len()..];
+            let Some(end) = rest.find(".md") else {
+                continue;
+            };
+            let page = &rest[..end];
+            if page.is_empty() || !page.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                continue;
+            }
+            let after = &rest[end + ".md".len()..];
+            let Some(sections) = headings.get(page) else {
+                found.push(format!(
+                    "{number}: cites docs/{page}.md, which does not exist"
+                ));
+                continue;
+            };
+            // The page, then a comma or parenthesis and the heading in quotes.
+            let lead = after.trim_start_matches([',', ' ', '(', '`']);
+            if after.len() - lead.len() <= 4
+                && let Some(quoted) = lead.strip_prefix('"')
+                && let Some((heading, _)) = quoted.split_once('"')
+                && !sections.iter().any(|s| s.starts_with(heading))
+            {
+                found.push(format!(
+                    "{number}: cites docs/{page}.md, \"{heading}\", which has no such heading"
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Each `docs/*.md` page (by name, without `.md`) and the titles of its headings.
+fn doc_headings(texts: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    texts
+        .iter()
+        .filter_map(|(path, text)| {
+            let page = path.strip_prefix("docs/")?.strip_suffix(".md")?;
+            let mut fenced = false;
+            let mut titles = BTreeSet::new();
+            for line in text.lines() {
+                if line.starts_with("```") {
+                    fenced = !fenced;
+                } else if !fenced && line.starts_with('#') {
+                    titles.insert(line.trim_start_matches('#').trim().to_owned());
+                }
+            }
+            Some((page.to_owned(), titles))
+        })
+        .collect()
+}
+
+/// A reader finds every rule in the repository: no `.rs` or `.md` file cites a document
+/// outside it, and a citation of a docs page's heading names a heading that exists.
+#[test]
+fn no_file_cites_outside_the_repository() {
+    let texts = repository_texts();
+    assert!(
+        texts.len() >= 300,
+        "expected every source and page, found {}",
+        texts.len()
+    );
+    let headings = doc_headings(&texts);
+    assert!(headings.contains_key("architecture") && headings.contains_key("daemon"));
+    let mut problems = Vec::new();
+    for (path, text) in &texts {
+        for problem in citations_leaving_the_repository(text, &headings) {
+            problems.push(format!("{path}:{problem}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_citation_checker_finds_each_kind_of_citation() {
+    let headings = BTreeMap::from([("daemon".to_owned(), BTreeSet::from(["Sessions".to_owned()]))]);
+    let text: [String; 5] = [
+        [
+            "//! ok: do",
+            "cs/daemon.md, \"Sessions\"; RFC 4648 section 5; 1.3; spice-agent; do",
+            "cs/daemon.md (\"Sess\")",
+        ]
+        .concat(),
+        ["//! the contract is sec", "tion 2.4"].concat(),
+        ["see \u{a7}", "8.5 and refer", "ence 4.1"].concat(),
+        ["`../sha", "red/x` and spi", "ce-host-semantics"].concat(),
+        ["do", "cs/daemon.md (\"Ledger\") and do", "cs/nowhere.md"].concat(),
+    ];
+    let text = text.join("\n");
+    assert_eq!(
+        citations_leaving_the_repository(&text, &headings),
+        [
+            "2: cites a numbered section (section)",
+            "3: cites a numbered section (reference)",
+            "3: cites a numbered section (\u{a7})",
+            &["4: cites ..", "/shared"].concat(),
+            &["4: cites spi", "ce-host-semantics"].concat(),
+            &[
+                "5: cites do",
+                "cs/daemon.md, \"Ledger\", which has no such heading"
+            ]
+            .concat(),
+            &["5: cites do", "cs/nowhere.md, which does not exist"].concat(),
+        ]
+    );
 }

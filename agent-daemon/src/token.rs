@@ -1,4 +1,4 @@
-//! The daemon-token rule (contract section 0): client ids, operation ids, operation kinds
+//! The daemon-token rule (docs/protocol.md, "Tokens"): client ids, operation ids, operation kinds
 //! and definition ids and revisions.
 
 /// The longest daemon token, in bytes.

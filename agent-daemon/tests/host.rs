@@ -1,4 +1,4 @@
-//! Run host behaviour (contract section 2.9, run_host*_test.go), over a real engine and a
+//! Run host behaviour (docs/daemon.md, "The run host"), over a real engine and a
 //! real run authority.
 
 mod common;

@@ -1,5 +1,5 @@
-//! The run-identity capacity case of contract section 2.9
-//! (`TestRunHostMapsEngineIdentityCapacityAndRetriesAfterDurableRetirement`), adapted: the
+//! The run host at the engine's run-identity capacity (docs/daemon.md, "Start"), and how
+//! it retries after a durable retirement, adapted: the
 //! kernel records custom run ids one by one up to `MAX_RECORDED_RUN_IDS` and never forgets
 //! one (see `docs/decisions.md`), so the "retries after durable retirement" half has no
 //! counterpart; what is ported is the mapping to a capacity error that abandons the

@@ -1,5 +1,4 @@
-//! Idempotency ledger behaviour (contract section 2.9: daemon_test.go and
-//! idempotency_abandon_test.go).
+//! Idempotency ledger behaviour (docs/daemon.md, "The idempotency ledger").
 
 mod common;
 

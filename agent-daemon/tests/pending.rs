@@ -1,4 +1,4 @@
-//! Pending router behaviour (contract section 2.9: daemon_test.go and pending_hub_test.go).
+//! Pending router behaviour (docs/daemon.md, "Pending interactions").
 
 mod common;
 

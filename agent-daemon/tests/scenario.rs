@@ -1,4 +1,4 @@
-//! Issue 15 section 3, in process: two run hosts (two daemons of one user: two authority
+//! The end-to-end scenario of docs/daemon.md, in process: two run hosts (two daemons of one user: two authority
 //! store handles over one per-user directory) hand a run over through a signed snapshot.
 //! Start on A, suspend, export; a reconnect on A fences A's old streams; A shuts down
 //! cleanly (its suspended run stays SUSPENDED); B imports and finishes the run; the same

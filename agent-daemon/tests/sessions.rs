@@ -1,5 +1,4 @@
-//! Session store behaviour (contract section 2.9: daemon_test.go and
-//! session_gate_internal_test.go).
+//! Session store behaviour (docs/daemon.md, "Sessions").
 
 mod common;
 

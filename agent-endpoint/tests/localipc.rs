@@ -1,4 +1,4 @@
-//! The Unix listener and dial rules of contract section 3.10, each refusal on its own.
+//! The Unix listener and dial rules of docs/transport.md ("The socket"), each refusal on its own.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! The per-user scope (contract section 3.11), with injected roots.
+//! The per-user scope (docs/transport.md, "The scope and the endpoint files"), with injected roots.
 
 mod common;
 

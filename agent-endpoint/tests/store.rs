@@ -1,4 +1,4 @@
-//! The endpoint store's lock protocol (contract section 3.12).
+//! The endpoint store's lock protocol (docs/transport.md, "The scope and the endpoint files").
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Version, capability, limit and attempt-id negotiation (section 1.4).
+//! Version, capability, limit and attempt-id negotiation (docs/protocol.md, "Negotiation").
 
 use crate::limits::{
     CAPABILITY_SNAPSHOT_AUTHORITY, CAPABILITY_SNAPSHOTS, INITIALIZATION_ATTEMPT_ID_BYTES,

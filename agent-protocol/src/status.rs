@@ -1,4 +1,4 @@
-//! The typed status model (section 1.5): [`Violation`], [`validate_status`],
+//! The typed status model (docs/protocol.md, "Status model"): [`Violation`], [`validate_status`],
 //! ownership checks and the fixed-shape constructors.
 
 use crate::limits::{MAX_ID_BYTES, MAX_NAME_BYTES, MAX_STATUS_MESSAGE_BYTES};
@@ -67,7 +67,7 @@ pub fn check_client_ownership(
 
 /// Validates a status by itself: OK carries nothing else; a non-OK status has
 /// a known code, a message token, an optional operation id token, and exactly
-/// the detail its code requires (section 1.5).
+/// the detail its code requires (docs/protocol.md, "Status model").
 pub fn validate_status(status: &Status) -> Result<(), Violation> {
     let code = ErrorCode::try_from(status.code)
         .map_err(|_| Violation::invalid("status code is unknown"))?;

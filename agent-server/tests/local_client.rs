@@ -1,5 +1,6 @@
-//! The local client (reference 4.6) and the managed connector (4.7) against a real fixture
-//! daemon on a Unix socket in a temp dir: the 4.8 tests that need the endpoint store or
+//! The local client and the managed connector (docs/client.md, "The local client" and
+//! "Attach or start") against a real fixture daemon on a Unix socket in a temp dir: the
+//! client tests that need the endpoint store or
 //! the real server.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The server over a real Unix socket (contract section 3.13): authentication, sessions,
+//! The server over a real Unix socket (docs/transport.md, "Tests"): authentication, sessions,
 //! attempts, lifecycle, streams and shutdown.
 
 mod common;

@@ -1,4 +1,4 @@
-//! The run host (contract section 2.7): composes the engine, the run authority, sessions,
+//! The run host (docs/daemon.md, "The run host"): composes the engine, the run authority, sessions,
 //! the ledger and the pending router. `docs/daemon.md` draws every ordering.
 //!
 //! This file holds the configuration, the budgets, the shared state and its bookkeeping;

@@ -1,4 +1,4 @@
-//! StreamEvents (contract section 3.8): replay, then the live tail, as framed pages.
+//! StreamEvents (docs/transport.md, "What the server serves"): replay, then the live tail, as framed pages.
 
 use std::pin::Pin;
 

@@ -1,4 +1,4 @@
-//! StreamInteractions (contract section 3.9): the pending snapshot, then its deltas, and
+//! StreamInteractions (docs/transport.md, "What the server serves"): the pending snapshot, then its deltas, and
 //! the failure frame that fits the message bound.
 
 use agent_core::interaction::PendingSnapshot;
@@ -201,7 +201,7 @@ fn failure_control(status: Status) -> pb::InteractionStreamControl {
     }
 }
 
-/// A failure control as a frame that fits `max_message_bytes` (contract section 3.9): the
+/// A failure control as a frame that fits `max_message_bytes` (docs/transport.md, "What the server serves"): the
 /// control itself; if it does not fit, an `INTERNAL` control; if that does not fit either,
 /// gRPC `ResourceExhausted` instead of a frame.
 pub(crate) fn interaction_failure_frame(

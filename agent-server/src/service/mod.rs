@@ -1,4 +1,4 @@
-//! The `EngineService` handlers over a [`RunHost`] (contract sections 3.3 and 3.5-3.9).
+//! The `EngineService` handlers over a [`RunHost`] (docs/transport.md, "What the server serves").
 
 mod envelope;
 mod events;
@@ -214,7 +214,7 @@ impl Service {
         Ok(entry)
     }
 
-    /// Steps 2-5 of section 3.7 for one request.
+    /// Steps 2-5 of the common order (docs/transport.md, "What the server serves") for one request.
     fn prepare(
         &self,
         client_id: &str,
