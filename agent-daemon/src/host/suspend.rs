@@ -10,7 +10,8 @@ use super::{Degradation, Hosted, RunHost, Success, Transition, kinds};
 use crate::error::{Failure, HostError, abandon, authority, commit, uncertain};
 use crate::session::Session;
 
-/// Waits for `token` or the host root, whichever first; the caller's wait is abandoned.
+/// Takes the run's transition lock, or abandons with `Cancelled` if `op` (the operation's
+/// token, a child of the host root) is cancelled first.
 async fn lock_transition<'a>(
     hosted: &'a Hosted,
     op: &CancellationToken,
