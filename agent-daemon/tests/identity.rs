@@ -5,7 +5,7 @@
 //! counterpart; what is ported is the mapping to a capacity error that abandons the
 //! operation, so the same operation id can run again.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ use agent_daemon::ledger::Ledger;
 use agent_daemon::pending::{PendingLimits, PendingRouter};
 use agent_daemon::session::SessionStore;
 use agent_daemon::{HostError, RunHost, RunHostConfig};
-use common::*;
+use support::*;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 

@@ -1,6 +1,6 @@
 //! Pending router behaviour (docs/daemon.md, "Pending interactions").
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +11,7 @@ use agent_core::interaction::{
 use agent_daemon::pending::{
     DELTA_OVERHEAD_BYTES, PendingError, PendingLimits, PendingRouter, hard, value_bytes,
 };
-use common::{bounded, spawn_waiting};
+use support::{bounded, spawn_waiting};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

@@ -5,13 +5,13 @@
 //! snapshot is then refused everywhere, and a host over another authority directory never
 //! accepts it.
 
-mod common;
+mod support;
 
 use agent_authority::Phase;
 use agent_core::event::{EventKind, ReplayRequest};
 use agent_daemon::HostError;
 use agent_daemon::host::Success;
-use common::*;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,13 +1,13 @@
 //! Session store behaviour (docs/daemon.md, "Sessions").
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use agent_daemon::session::{
     GATE_WAITERS, MAX_GATE_WAITERS, MAX_SESSIONS, STREAM_LEASES, SessionError, SessionStore,
 };
-use common::{bounded, spawn_waiting};
+use support::{bounded, spawn_waiting};
 use tokio_util::sync::CancellationToken;
 
 fn store(maximum: usize) -> (CancellationToken, SessionStore) {

@@ -1,12 +1,12 @@
 //! No server process or grandchild survives an agent that is killed with SIGKILL: the
 //! watchdog in each server's process group sees its pipe close and kills the group.
 
-mod common;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::*;
+use support::*;
 use serde_json::json;
 
 #[test]

@@ -2,14 +2,14 @@
 //! their outcome classes, bounded results, list-change bursts, annotations, collisions,
 //! crashes and restarts, resume, and process cleanup.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use agent_core::stage::{DispatchError, ToolPlanSource};
 use agent_core::tool::{Capability, Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{HostState, McpError, McpToolPlanSource, ServerState};
-use common::*;
+use support::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

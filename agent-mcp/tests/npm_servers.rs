@@ -6,7 +6,7 @@
 //! These tests skip, loudly, only when `node` is not on the PATH. With node present, a
 //! missing install is a failure that says how to install.
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 use agent_core::stage::DispatchError;
 use agent_core::tool::{Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{McpConfig, McpToolPlanSource};
-use common::*;
+use support::*;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 

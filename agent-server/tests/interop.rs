@@ -4,12 +4,12 @@
 //! sets `SPICE_INTEROP_PYTHON`; under `CI` the test is required, elsewhere it is skipped
 //! with a printed reason when no interpreter is configured.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_client_initializes_starts_streams_and_cancels() {
