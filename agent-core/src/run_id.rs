@@ -1,5 +1,5 @@
-//! The kernel's run id and its rule (the run authority applies the daemon-token rule to run
-//! ids instead, `agent_authority::is_valid_run_id`; docs/protocol.md, "Tokens", states both).
+//! The kernel's run id and its rule. The run authority applies the daemon-token rule to run
+//! ids instead; docs/protocol.md, "Tokens", states both.
 
 use std::fmt;
 use std::sync::Arc;

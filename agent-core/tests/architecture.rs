@@ -1210,7 +1210,7 @@ fn citations_leaving_the_repository(
             };
             // The page, then a comma or parenthesis and the heading in quotes.
             let lead = after.trim_start_matches([',', ' ', '(', '`']);
-            if after.len() - lead.len() <= 4
+            if (1..=4).contains(&(after.len() - lead.len()))
                 && let Some(quoted) = lead.strip_prefix('"')
                 && let Some((heading, _)) = quoted.split_once('"')
                 && !sections.iter().any(|s| s.starts_with(heading))
@@ -1295,6 +1295,92 @@ fn the_citation_checker_finds_each_kind_of_citation() {
             ]
             .concat(),
             &["5: cites do", "cs/nowhere.md, which does not exist"].concat(),
+        ]
+    );
+}
+
+/// The workspace's layers, lowest first, by package name (docs/architecture.md, "Crates").
+const CRATE_LAYERS: &[(&str, &[&str])] = &[
+    ("kernel", &["agent-core"]),
+    ("compiler", &["agent-macros", "agent-compose"]),
+    (
+        "protocol and endpoint",
+        &["agent-protocol", "agent-endpoint"],
+    ),
+    (
+        "host",
+        &[
+            "agent-authority",
+            "agent-daemon",
+            "agent-server",
+            "agent-mcp",
+            "agent-logging",
+        ],
+    ),
+    ("clients", &["agent-client", "agent-client-grpc"]),
+    ("product", &["coding-agent"]),
+    (
+        "tooling",
+        &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"],
+    ),
+];
+
+/// Where each name of `names` stands in [`CRATE_LAYERS`], or why the order is wrong.
+fn layer_order_problems<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut highest = (0, "");
+    for name in names {
+        let Some(layer) = CRATE_LAYERS.iter().position(|(_, c)| c.contains(&name)) else {
+            problems.push(format!("{name} is in no layer"));
+            continue;
+        };
+        if layer < highest.0 {
+            problems.push(format!(
+                "{name} ({}) comes after {} ({})",
+                CRATE_LAYERS[layer].0, highest.1, CRATE_LAYERS[highest.0].0
+            ));
+        } else {
+            highest = (layer, name);
+        }
+    }
+    problems
+}
+
+/// `Cargo.toml`'s members and the crate list of docs/architecture.md are in layer order,
+/// so a reader meets each crate after the crates it builds on.
+#[test]
+fn members_and_the_crate_list_are_in_layer_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let packages: Vec<String> = workspace_members()
+        .iter()
+        .map(|member| {
+            let text = fs::read_to_string(root.join(member).join("Cargo.toml")).expect("manifest");
+            manifest_deps(&text).0
+        })
+        .collect();
+    let placed: usize = CRATE_LAYERS.iter().map(|(_, c)| c.len()).sum();
+    assert_eq!(packages.len(), placed, "every member is in one layer");
+    let problems = layer_order_problems(packages.iter().map(String::as_str));
+    assert!(problems.is_empty(), "Cargo.toml members: {problems:?}");
+    let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
+    let list = doc
+        .split("## Crates")
+        .nth(1)
+        .and_then(|rest| rest.split("```").nth(1))
+        .expect("a fenced crate list under \"Crates\"");
+    let listed: Vec<&str> = list
+        .lines()
+        .filter(|line| !line.starts_with([' ', '#']))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(listed.len() >= 16, "the crate list names {listed:?}");
+    let problems = layer_order_problems(listed);
+    assert!(problems.is_empty(), "docs/architecture.md: {problems:?}");
+    assert_eq!(
+        layer_order_problems(["agent-client", "agent-core", "nowhere"]),
+        [
+            "agent-core (kernel) comes after agent-client (clients)",
+            "nowhere is in no layer"
         ]
     );
 }
