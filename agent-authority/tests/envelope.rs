@@ -10,9 +10,9 @@ use agent_authority::{
     MAX_RUN_ID_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey, SnapshotEnvelope,
     SnapshotSigner, SnapshotVerifier, StructuralError, sha256,
 };
-use support::{TempDir, open, suspended};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::{TempDir, open, suspended};
 
 /// An edit of an envelope's JSON.
 type Edit = Box<dyn Fn(&mut Value)>;

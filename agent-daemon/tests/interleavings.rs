@@ -10,8 +10,8 @@ use agent_core::event::ReplayRequest;
 use agent_daemon::HostError;
 use agent_daemon::host::Success;
 use agent_daemon::session::Session;
-use support::*;
 use proptest::prelude::*;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]

@@ -11,8 +11,8 @@ use agent_core::interaction::{
 use agent_daemon::pending::{
     DELTA_OVERHEAD_BYTES, PendingError, PendingLimits, PendingRouter, hard, value_bytes,
 };
-use support::{bounded, spawn_waiting};
 use serde_json::json;
+use support::{bounded, spawn_waiting};
 use tokio_util::sync::CancellationToken;
 
 fn request(id: &str) -> InteractionRequest {

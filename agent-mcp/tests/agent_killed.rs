@@ -6,8 +6,8 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use support::*;
 use serde_json::json;
+use support::*;
 
 #[test]
 fn a_killed_agent_leaves_no_server_or_grandchild() {

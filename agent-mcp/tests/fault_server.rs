@@ -9,8 +9,8 @@ use std::time::Duration;
 use agent_core::stage::{DispatchError, ToolPlanSource};
 use agent_core::tool::{Capability, Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{HostState, McpError, McpToolPlanSource, ServerState};
-use support::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 fn execution(error: DispatchError) -> agent_core::tool::ExecutionError {

@@ -14,8 +14,8 @@ use std::time::Duration;
 use agent_core::stage::DispatchError;
 use agent_core::tool::{Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{McpConfig, McpToolPlanSource};
-use support::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// The installed server's entry point, or `None` (with a loud note) when node is absent.

@@ -8,8 +8,8 @@ use agent_protocol::pb::common::v1::ErrorCode;
 use agent_protocol::pb::engine::v1 as pb;
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID, TEXT_REPLY};
 use agent_server::{UNAUTHENTICATED_MESSAGE, attempt_fingerprint};
-use support::*;
 use prost::Message as _;
+use support::*;
 
 fn health(session: &(String, u64)) -> pb::HealthRequest {
     pb::HealthRequest {
