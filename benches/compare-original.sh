@@ -2,7 +2,7 @@
 # Runs the original system's kernel benchmark and ours alternately and prints, per workload,
 # each side's lowest median, its allocations per operation and the ratios; with
 # --instructions, counts each side's instructions per iteration under callgrind instead.
-# Documented in docs/performance.md ("Side by side with the original"). Run by hand, not by CI.
+# Documented in docs/performance.md ("Kernel engine"). Run by hand, not by CI.
 #
 #   benches/compare-original.sh [--rounds N] [--counted | --instructions] <clone of spice-agent> <go binary>
 set -euo pipefail

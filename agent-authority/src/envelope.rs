@@ -1,5 +1,5 @@
 //! The signed snapshot envelope: its JSON form, structural validation (no key needed, runs
-//! first) and keyed signing and verification over the canonical fields of section 5.2.
+//! first) and keyed signing and verification over the canonical fields (docs/snapshot-authority.md, "The envelope").
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -17,8 +17,10 @@ use crate::keys::{
 pub const SNAPSHOT_FORMAT: &str = "spice.agent.snapshot/v1alpha3";
 /// The domain string that starts the canonical bytes under the envelope MAC.
 pub const ENVELOPE_DOMAIN: &str = "spice.agent.run-authority/v1";
-/// Longest run id, in bytes (the daemon-token rule).
-pub const MAX_RUN_ID_BYTES: usize = 128;
+/// Longest daemon token, in bytes (docs/protocol.md, "Tokens").
+pub const MAX_DAEMON_TOKEN_BYTES: usize = 128;
+/// Longest run id, in bytes: a run id is a daemon token.
+pub const MAX_RUN_ID_BYTES: usize = MAX_DAEMON_TOKEN_BYTES;
 /// Largest payload, in bytes.
 pub const MAX_PAYLOAD_BYTES: usize = 16 << 20;
 /// What an encoded envelope may add to its payload: the root members with a run id of
@@ -207,12 +209,26 @@ struct WireIn<'a> {
     authority: WireAuthority,
 }
 
-/// The daemon-token rule for run ids.
+/// The daemon-token rule, stated once for the authority and the daemon above it: non-empty,
+/// unchanged by trimming, at most [`MAX_DAEMON_TOKEN_BYTES`] bytes and without any Unicode
+/// control character.
+///
+/// ```
+/// use agent_authority::is_daemon_token;
+///
+/// assert!(is_daemon_token("coding/agent-1"));
+/// assert!(!is_daemon_token(" padded") && !is_daemon_token("a\u{85}b"));
+/// ```
+pub fn is_daemon_token(value: &str) -> bool {
+    !value.is_empty()
+        && value.len() <= MAX_DAEMON_TOKEN_BYTES
+        && value.trim() == value
+        && !value.chars().any(char::is_control)
+}
+
+/// Whether `run_id` is a valid run id: a daemon token ([`is_daemon_token`]).
 pub fn is_valid_run_id(run_id: &str) -> bool {
-    !run_id.is_empty()
-        && run_id.len() <= MAX_RUN_ID_BYTES
-        && run_id.trim() == run_id
-        && !run_id.chars().any(char::is_control)
+    is_daemon_token(run_id)
 }
 
 impl SnapshotEnvelope {

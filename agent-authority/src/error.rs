@@ -1,4 +1,4 @@
-//! The authority's typed errors: five kinds (section 5.4's public mapping), each with a
+//! The authority's typed errors: five kinds (docs/snapshot-authority.md, "Errors"), each with a
 //! fixed message. No error carries a path, digest, key, run id or any text from a file.
 
 use std::fmt;

@@ -16,7 +16,7 @@ pub const MAC_BYTES: usize = 32;
 /// Bytes in a SHA-256 digest.
 pub const DIGEST_BYTES: usize = 32;
 
-/// Domain of the per-run snapshot key derivation (section 5.3).
+/// Domain of the per-run snapshot key derivation (docs/snapshot-authority.md, "The store").
 pub(crate) const RUN_KEY_DOMAIN: &str = "spice.agent.run-authority-run-key/v1";
 
 /// The public identity of one authority: which store signed an envelope. Not a secret; it

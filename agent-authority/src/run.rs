@@ -1,21 +1,100 @@
-//! A run this process owns ([`ActiveRun`]) and a prepared import ([`Import`]): the lifecycle
-//! operations, local resume and the rest of the import transaction.
+//! A run this process owns ([`ActiveRun`]) and a prepared import ([`Import`]): how the store
+//! starts a run and prepares an import, the lifecycle operations, local resume and the rest of
+//! the import transaction.
 
 use crate::fsdir::HeldLock;
 use std::fmt;
 
-use crate::envelope::{Lifecycle, SnapshotEnvelope};
+use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
 use crate::error::{AuthorityError, Reason};
 use crate::kernel::{
     ImportKernel, KernelError, LocalReservation, PausedRun, contained, contained_abort,
 };
 use crate::record::{Phase, SnapshotClaim};
-use crate::store::{Destination, Inner, Lease, Step};
+use crate::store::{Destination, Inner, Lease, Step, Store};
 
 pub(crate) enum RunState {
     Active,
     Suspended(Box<SnapshotEnvelope>),
     Ended,
+}
+
+impl Store {
+    /// Starts a new run: takes its lock and writes ACTIVE at generation 1. A run id that
+    /// ever had a record is refused (state); a tampered record is a verification failure.
+    pub fn start(&self, run_id: &str) -> Result<ActiveRun, AuthorityError> {
+        if !is_valid_run_id(run_id) {
+            return Err(AuthorityError::new(Reason::InvalidInput));
+        }
+        let lease = self.lease()?;
+        if self.inner.is_uncertain(run_id) {
+            return Err(AuthorityError::new(Reason::Uncertain));
+        }
+        let lock = lease.lock_run(run_id)?;
+        // One `fstatat` proves the usual case (no record) under the lock; only a file that
+        // is there is read, to tell a valid record (exists) from a tampered one.
+        let destination = if lease.record_exists(run_id)? {
+            if lease.read_record(run_id)?.is_some() {
+                return Err(AuthorityError::new(Reason::RunExists));
+            }
+            Destination::Checked
+        } else {
+            Destination::Absent
+        };
+        let mut run = ActiveRun {
+            lease,
+            run_id: run_id.to_owned(),
+            lock: Some(lock),
+            generation: 1,
+            state: RunState::Active,
+            uncertain: false,
+            close_reported: false,
+        };
+        run.write_to(destination, 1, Phase::Active, None)?;
+        Ok(run)
+    }
+
+    /// The first half of an import, in order: the envelope must be SUSPENDED (its structure
+    /// was validated when it was decoded), a lease, the uncertain fence, the run's lock, the
+    /// record must be SUSPENDED with exactly this claim, then keyed verification under the
+    /// run key for the record's generation. Nothing durable changes; on failure the lock is
+    /// released.
+    pub fn prepare_import(&self, envelope: &SnapshotEnvelope) -> Result<Import, AuthorityError> {
+        if envelope.lifecycle() != Lifecycle::Suspended {
+            return Err(AuthorityError::new(Reason::Malformed));
+        }
+        let lease = self.lease()?;
+        let run_id = envelope.run_id();
+        if self.inner.is_uncertain(run_id) {
+            return Err(AuthorityError::new(Reason::Uncertain));
+        }
+        if envelope.authority().scope_id() != &lease.identity.scope {
+            return Err(AuthorityError::new(Reason::ForeignScope));
+        }
+        let lock = lease.lock_run(run_id)?;
+        self.inner.step(Step::ImportLocked)?;
+        let record = match lease.read_record(run_id) {
+            Ok(Some(record)) => record,
+            Ok(None) => return Err(AuthorityError::new(Reason::Rejected)),
+            Err(error) => return Err(error),
+        };
+        if record.phase != Phase::Suspended {
+            return Err(AuthorityError::new(Reason::NotSuspended));
+        }
+        if record.snapshot.as_ref() != Some(&SnapshotClaim::of(envelope)) {
+            return Err(AuthorityError::new(Reason::Rejected));
+        }
+        let authority = lease
+            .identity
+            .snapshot_authority(run_id, record.run_generation);
+        envelope.verify(&authority)?;
+        Ok(Import {
+            lease,
+            envelope: envelope.clone(),
+            lock: Some(lock),
+            record_generation: record.run_generation,
+        })
+    }
 }
 
 /// A run this process owns: it holds the run's OS lock and a lease on the store.

@@ -1,5 +1,7 @@
 //! The per-user run authority: the bound directory and identity, per-run locks and signed
-//! lifecycle records, leases, the uncertain fence, start and the first half of an import.
+//! lifecycle records, leases and the uncertain fence. The operations that create a run
+//! ([`Store::start`], [`Store::prepare_import`]) live with the run, in `run.rs`, so that the
+//! run builds on the store and the store never names the run.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -7,13 +9,12 @@ use std::fs::TryLockError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
+use crate::envelope::is_valid_run_id;
 use crate::error::{AuthorityError, Reason};
 use crate::fsdir::{BoundDir, HeldLock, WriteStage};
 use crate::identity::Identity;
 use crate::keys::{ScopeId, hex_encode, sha256};
 use crate::record::{MAX_RECORD_BYTES, Phase, Record, SnapshotClaim};
-use crate::run::{ActiveRun, Import, RunState};
 
 /// The default store, below the user's state directory: `$XDG_STATE_HOME/agent-kit/run-authority`,
 /// else `$HOME/.local/state/agent-kit/run-authority`.
@@ -352,7 +353,7 @@ pub struct RunStatus {
 /// same directory shares it.
 #[derive(Clone)]
 pub struct Store {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl fmt::Debug for Store {
@@ -413,7 +414,7 @@ impl Store {
         Ok(lease.identity.key_generation)
     }
 
-    fn lease(&self) -> Result<Lease, AuthorityError> {
+    pub(crate) fn lease(&self) -> Result<Lease, AuthorityError> {
         let mut shared = self.inner.shared();
         if shared.closing {
             return Err(AuthorityError::new(Reason::Closed));
@@ -463,82 +464,6 @@ impl Store {
             phase: record.phase,
             run_generation: record.run_generation,
         }))
-    }
-
-    /// Starts a new run: takes its lock and writes ACTIVE at generation 1. A run id that
-    /// ever had a record is refused (state); a tampered record is a verification failure.
-    pub fn start(&self, run_id: &str) -> Result<ActiveRun, AuthorityError> {
-        if !is_valid_run_id(run_id) {
-            return Err(AuthorityError::new(Reason::InvalidInput));
-        }
-        let lease = self.lease()?;
-        if self.inner.is_uncertain(run_id) {
-            return Err(AuthorityError::new(Reason::Uncertain));
-        }
-        let lock = lease.lock_run(run_id)?;
-        // One `fstatat` proves the usual case (no record) under the lock; only a file that
-        // is there is read, to tell a valid record (exists) from a tampered one.
-        let destination = if lease.record_exists(run_id)? {
-            if lease.read_record(run_id)?.is_some() {
-                return Err(AuthorityError::new(Reason::RunExists));
-            }
-            Destination::Checked
-        } else {
-            Destination::Absent
-        };
-        let mut run = ActiveRun {
-            lease,
-            run_id: run_id.to_owned(),
-            lock: Some(lock),
-            generation: 1,
-            state: RunState::Active,
-            uncertain: false,
-            close_reported: false,
-        };
-        run.write_to(destination, 1, Phase::Active, None)?;
-        Ok(run)
-    }
-
-    /// The first half of an import, in order: the envelope must be SUSPENDED (its structure
-    /// was validated when it was decoded), a lease, the uncertain fence, the run's lock, the
-    /// record must be SUSPENDED with exactly this claim, then keyed verification under the
-    /// run key for the record's generation. Nothing durable changes; on failure the lock is
-    /// released.
-    pub fn prepare_import(&self, envelope: &SnapshotEnvelope) -> Result<Import, AuthorityError> {
-        if envelope.lifecycle() != Lifecycle::Suspended {
-            return Err(AuthorityError::new(Reason::Malformed));
-        }
-        let lease = self.lease()?;
-        let run_id = envelope.run_id();
-        if self.inner.is_uncertain(run_id) {
-            return Err(AuthorityError::new(Reason::Uncertain));
-        }
-        if envelope.authority().scope_id() != &lease.identity.scope {
-            return Err(AuthorityError::new(Reason::ForeignScope));
-        }
-        let lock = lease.lock_run(run_id)?;
-        self.inner.step(Step::ImportLocked)?;
-        let record = match lease.read_record(run_id) {
-            Ok(Some(record)) => record,
-            Ok(None) => return Err(AuthorityError::new(Reason::Rejected)),
-            Err(error) => return Err(error),
-        };
-        if record.phase != Phase::Suspended {
-            return Err(AuthorityError::new(Reason::NotSuspended));
-        }
-        if record.snapshot.as_ref() != Some(&SnapshotClaim::of(envelope)) {
-            return Err(AuthorityError::new(Reason::Rejected));
-        }
-        let authority = lease
-            .identity
-            .snapshot_authority(run_id, record.run_generation);
-        envelope.verify(&authority)?;
-        Ok(Import {
-            lease,
-            envelope: envelope.clone(),
-            lock: Some(lock),
-            record_generation: record.run_generation,
-        })
     }
 }
 

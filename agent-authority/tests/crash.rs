@@ -4,7 +4,7 @@
 //! resumed and is still importable. Two children importing one envelope at once: exactly
 //! one ends ACTIVE.
 
-mod common;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -13,8 +13,8 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use agent_authority::{ErrorKind, Phase, Reason, SnapshotEnvelope, Step, Store};
-use common::fake::{self, Kernel};
-use common::{TempDir, open, suspended};
+use support::fake::{self, Kernel};
+use support::{TempDir, open, suspended};
 
 const CHILD: &str = env!("CARGO_BIN_EXE_authority-fault-child");
 /// A child that says nothing for this long fails the test.

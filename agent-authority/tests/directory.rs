@@ -2,13 +2,13 @@
 //! hard links, loose modes and writable ancestors without the sticky bit are refused.
 //! Everything happens under private temporary directories (`/tmp` itself is sticky).
 
-mod common;
+mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use agent_authority::{ErrorKind, Phase, Reason, Store, StoreOptions};
-use common::{TempDir, open, state_file, suspended};
+use support::{TempDir, open, state_file, suspended};
 
 fn try_open(dir: &Path) -> Result<Store, agent_authority::AuthorityError> {
     Store::open(StoreOptions::new().directory(dir))

@@ -3,7 +3,7 @@
 //! and the old envelope is dead; an import into a second engine (same identity) runs the
 //! snapshot once.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use agent_core::tool::{
     BoxFuture, Call, Definition, Effect, ExecutionError, ReplaySafety, Tool, ToolContext,
     ToolResult,
 };
-use common::TempDir;
+use support::TempDir;
 use tokio_util::sync::CancellationToken;
 
 struct Echo(Definition);
@@ -136,7 +136,7 @@ async fn local_resume_over_the_engine_keeps_the_ordering() {
 #[tokio::test(flavor = "current_thread")]
 async fn an_import_commits_paused_then_activates_the_engine_run_once() {
     let temp = TempDir::new("engine-import");
-    let store = common::open(&temp.store_dir());
+    let store = support::open(&temp.store_dir());
     let first = engine();
     let agent = AgentDefinition::new("a", "scripted", 3).unwrap();
     let prepared = first

@@ -2,7 +2,7 @@
 //! authenticated field tampered in turn, a bit flipped in every byte, contained signer and
 //! verifier failures, redaction, and property tests over the structural validator.
 
-mod common;
+mod support;
 
 use agent_authority::{
     AuthorityBlock, AuthorityError, ENVELOPE_OVERHEAD_BYTES, ErrorKind, HmacSnapshotAuthority,
@@ -10,9 +10,9 @@ use agent_authority::{
     MAX_RUN_ID_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey, SnapshotEnvelope,
     SnapshotSigner, SnapshotVerifier, StructuralError, sha256,
 };
-use common::{TempDir, open, suspended};
 use proptest::prelude::*;
 use serde_json::{Value, json};
+use support::{TempDir, open, suspended};
 
 /// An edit of an envelope's JSON.
 type Edit = Box<dyn Fn(&mut Value)>;
@@ -302,7 +302,7 @@ fn keyed_verification_refuses_every_authenticated_tamper() {
         "run-1",
         42,
         Lifecycle::Suspended,
-        common::payload("run-1", 1),
+        support::payload("run-1", 1),
     )
     .unwrap();
     let good: Value = serde_json::from_slice(&signed.to_json()).unwrap();
@@ -384,7 +384,7 @@ fn import_refuses_every_tampered_field() {
         (
             "payload",
             Box::new(|v| {
-                let payload = common::payload("run-t", 2);
+                let payload = support::payload("run-t", 2);
                 v["payload"] = serde_json::from_slice(&payload).unwrap();
                 v["sha256"] = json!(hex(&sha256(&payload)));
             }),
@@ -392,7 +392,7 @@ fn import_refuses_every_tampered_field() {
         (
             "run id",
             Box::new(|v| {
-                let payload = common::payload("run-u", 1);
+                let payload = support::payload("run-u", 1);
                 v["run_id"] = json!("run-u");
                 v["payload"] = serde_json::from_slice(&payload).unwrap();
                 v["sha256"] = json!(hex(&sha256(&payload)));
@@ -551,7 +551,7 @@ proptest! {
         sequence in 1..=MAX_LAST_SEQUENCE,
         turns in any::<u32>(),
     ) {
-        let payload = common::payload(&run_id, turns);
+        let payload = support::payload(&run_id, turns);
         let envelope = SnapshotEnvelope::sign(&golden_authority(), &run_id, sequence, Lifecycle::Suspended, payload).unwrap();
         let decoded = SnapshotEnvelope::decode(&envelope.to_json()).unwrap();
         prop_assert_eq!(decoded.to_json(), envelope.to_json());

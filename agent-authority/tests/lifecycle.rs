@@ -2,7 +2,7 @@
 //! transaction with a fake kernel, local resume ordering, the uncertain fence, leases and
 //! the identity.
 
-mod common;
+mod support;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,8 +11,8 @@ use agent_authority::{
     ErrorKind, IDENTITY_BYTES, Lifecycle, Phase, Reason, RunStatus, SnapshotEnvelope, Step, Store,
     StoreOptions, TerminalPhase,
 };
-use common::fake::{self, Kernel, Reservation};
-use common::{TempDir, open, payload, state_file, suspended, suspended_owner};
+use support::fake::{self, Kernel, Reservation};
+use support::{TempDir, open, payload, state_file, suspended, suspended_owner};
 
 /// A store whose hook fails at `at` once `armed` is set (setup steps pass).
 fn failing_at(dir: &std::path::Path, at: Step) -> (Store, Arc<AtomicBool>) {

@@ -1,6 +1,6 @@
 //! The gRPC connector: Initialize with the reconnect gate, fencing of the
 //! prior local session, the one-retry rule for attempt ids, and response
-//! validation (reference section 4.5).
+//! validation (docs/client.md, "Connecting" and "Reconnect").
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -19,7 +19,7 @@ use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::{Channel, Endpoint};
 
 use crate::convert::{connection_from_wire, initialize_to_wire, limits_fit_platform, protocol};
-use crate::session::{GrpcSession, Shared};
+use crate::session::{AUTHORIZATION_HEADER, GrpcSession, Link, Shared};
 use crate::status::{Correlation, status_error, transport_error};
 
 /// Waiters a client's reconnect gate admits besides its holder.
@@ -30,8 +30,6 @@ pub const RECONNECT_WAITERS_RESOURCE: &str = "client-reconnect-waiters";
 pub const ATTEMPTS_WITH_ATTEMPT_ID: usize = 2;
 /// Attempts of a legacy Initialize (never retried).
 pub const ATTEMPTS_LEGACY: usize = 1;
-/// The metadata key of the bearer credential.
-pub const AUTHORIZATION_HEADER: &str = "authorization";
 
 /// What the adapter needs: a channel to the daemon and its endpoint token.
 pub struct Config {
@@ -79,12 +77,9 @@ struct Gate {
     entrants: u64,
 }
 
-pub(crate) struct Inner {
-    pub(crate) channel: Channel,
-    pub(crate) authorization: MetadataValue<Ascii>,
+struct Inner {
+    link: Arc<Link>,
     gates: Mutex<HashMap<String, Gate>>,
-    /// The live local session per client id.
-    pub(crate) sessions: Mutex<HashMap<String, Weak<Shared>>>,
 }
 
 /// Implements [`c::Connector`] over gRPC. Clones share one channel and one
@@ -123,10 +118,12 @@ impl GrpcConnector {
     pub fn new(config: Config) -> Self {
         Self {
             inner: Arc::new(Inner {
-                channel: config.channel,
-                authorization: config.authorization,
+                link: Arc::new(Link {
+                    channel: config.channel,
+                    authorization: config.authorization,
+                    sessions: Mutex::new(HashMap::new()),
+                }),
                 gates: Mutex::new(HashMap::new()),
-                sessions: Mutex::new(HashMap::new()),
             }),
         }
     }
@@ -170,6 +167,7 @@ impl GrpcConnector {
         let prior = {
             let sessions = self
                 .inner
+                .link
                 .sessions
                 .lock()
                 .unwrap_or_else(|p| p.into_inner());
@@ -198,14 +196,14 @@ impl GrpcConnector {
         };
         let mut last = None;
         for _ in 0..attempts {
-            let mut client = EngineServiceClient::new(self.inner.channel.clone())
+            let mut client = EngineServiceClient::new(self.inner.link.channel.clone())
                 .max_encoding_message_size(INITIALIZE_BOOTSTRAP_MAXIMUM_BYTES)
                 .max_decoding_message_size(receive);
             // The same message value each time: prost encodes it
             // deterministically, so the resend is byte-identical.
             let mut call = tonic::Request::new(wire.clone());
             call.metadata_mut()
-                .insert(AUTHORIZATION_HEADER, self.inner.authorization.clone());
+                .insert(AUTHORIZATION_HEADER, self.inner.link.authorization.clone());
             match client.initialize(call).await {
                 Ok(response) => return Ok(response.into_inner()),
                 Err(status) => {
@@ -290,9 +288,10 @@ impl c::Connector for GrpcConnector {
             return Err(status_error(status, corr));
         };
         let connection = connection_from_wire(&response)?;
-        let shared = Shared::new(self.inner.clone(), connection, negotiated);
+        let shared = Shared::new(self.inner.link.clone(), connection, negotiated);
         let mut sessions = self
             .inner
+            .link
             .sessions
             .lock()
             .unwrap_or_else(|p| p.into_inner());

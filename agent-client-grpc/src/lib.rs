@@ -5,7 +5,7 @@
 //! through the endpoint store and connects with the socket checks of
 //! `agent_endpoint::localipc`.
 //!
-//! What it guarantees (reference section 4.5): the bearer token on every
+//! What it guarantees (docs/client.md): the bearer token on every
 //! call; negotiated message bounds in both directions; a per-client
 //! reconnect gate that fences and joins the prior local session; at most one
 //! byte-identical Initialize resend, and only for a 1.3 attempt id after
@@ -46,7 +46,9 @@ mod status;
 
 pub use attempt::{AttemptIdError, new_attempt_id};
 pub use connector::{
-    ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, AUTHORIZATION_HEADER, Config, GrpcConnector,
-    RECONNECT_GATE_WAITERS, RECONNECT_WAITERS_RESOURCE,
+    ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, Config, GrpcConnector, RECONNECT_GATE_WAITERS,
+    RECONNECT_WAITERS_RESOURCE,
 };
-pub use session::{GrpcEventStream, GrpcInteractionStream, GrpcSession, STREAM_BUFFER_FRAMES};
+pub use session::{
+    AUTHORIZATION_HEADER, GrpcEventStream, GrpcInteractionStream, GrpcSession, STREAM_BUFFER_FRAMES,
+};

@@ -1,4 +1,4 @@
-//! The local client (reference section 4.6): a [`LocalConnector`] built from a daemon's
+//! The local client (docs/client.md, "The local client"): a [`LocalConnector`] built from a daemon's
 //! published endpoint metadata, the [`LocalDiscovery`] and [`ExplicitDiscovery`] that
 //! find it through the endpoint store, and the [`LocalStartupLock`] the managed
 //! connector serializes startup with.

@@ -1,4 +1,4 @@
-//! Attach-or-start (reference section 4.7): [`ManagedConnector`] attaches to
+//! Attach-or-start (docs/client.md, "Attach or start"): [`ManagedConnector`] attaches to
 //! a daemon that [`Discovery`] finds, and only when none answers starts one
 //! through [`Starter`] under a [`StartupLock`], then polls until it answers.
 //! It shuts down only a [`Candidate`] it launched itself.

@@ -1,8 +1,9 @@
 //! A negotiated gRPC session: unary calls with the bearer token and the
 //! negotiated bounds, and the event and interaction streams with their page
-//! and tail validation (reference section 4.5).
+//! and tail validation (docs/client.md, "Sessions" and "Streams").
 
-use std::sync::{Arc, Weak};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
 
 use agent_client as c;
 use agent_protocol::Negotiated;
@@ -17,17 +18,29 @@ use agent_protocol::stream::{
 };
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};
+use tonic::metadata::{Ascii, MetadataValue};
 use tonic::transport::Channel;
 
-use crate::connector::{AUTHORIZATION_HEADER, Inner};
 use crate::convert::{self, protocol};
 use crate::status::{Correlation, mutation_transport_error, status_error, transport_error};
 
 /// Frames a stream's background reader may buffer ahead of its reader.
 pub const STREAM_BUFFER_FRAMES: usize = 16;
 
+/// The metadata key of the bearer credential.
+pub const AUTHORIZATION_HEADER: &str = "authorization";
+
+/// What every session of one connector shares with it: the channel, the credential and the
+/// live local session per client id (the connector fences the prior one on reconnect). It is
+/// defined here, below the connector, so that a session never names its connector.
+pub(crate) struct Link {
+    pub(crate) channel: Channel,
+    pub(crate) authorization: MetadataValue<Ascii>,
+    pub(crate) sessions: Mutex<HashMap<String, Weak<Shared>>>,
+}
+
 pub(crate) struct Shared {
-    inner: Arc<Inner>,
+    inner: Arc<Link>,
     pub(crate) connection: c::Connection,
     negotiated: Negotiated,
     closed: watch::Sender<bool>,
@@ -37,7 +50,7 @@ pub(crate) struct Shared {
 
 impl Shared {
     pub(crate) fn new(
-        inner: Arc<Inner>,
+        inner: Arc<Link>,
         connection: c::Connection,
         negotiated: Negotiated,
     ) -> Arc<Self> {

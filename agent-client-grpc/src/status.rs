@@ -1,6 +1,6 @@
 //! Failures: the gRPC transport error table, mutation transport outcomes,
 //! and the translation of a typed wire `Status` with its correlation checks
-//! (reference section 4.5).
+//! (docs/client.md, "Errors and retries").
 
 use agent_client as c;
 use agent_protocol::pb::common::v1::{self as pbc, ErrorCode, status::Detail};

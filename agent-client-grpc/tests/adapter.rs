@@ -1,5 +1,5 @@
 //! The gRPC adapter against a scripted fake `EngineService` on a Unix
-//! socket (reference 4.8, grpcclient tests).
+//! socket (the adapter rules of docs/client.md).
 
 mod support;
 

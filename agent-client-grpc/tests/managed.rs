@@ -1,6 +1,6 @@
 //! The managed attach-or-start connector with fake discovery, starter and
 //! lock; discovered and launched daemons are fake `EngineService`s on Unix
-//! sockets (reference 4.8, managed tests).
+//! sockets (docs/client.md, "Attach or start").
 
 mod support;
 

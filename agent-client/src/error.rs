@@ -1,4 +1,4 @@
-//! Typed errors (reference section 4.4). Every error keeps only the safe
+//! Typed errors (docs/client.md, "Errors and retries"). Every error keeps only the safe
 //! facts of the wire status: a fixed message token, whether the same request
 //! may be retried, and the operation it concerns. Constructors reject facts
 //! that contradict each other, so a value of these types is always
@@ -7,37 +7,10 @@
 use std::fmt;
 
 use crate::token::is_token;
-use crate::values::{OperationId, ProtocolRange, RunRef};
+use crate::values::{OperationId, ProtocolRange, RunRef, ValueError};
 
 /// The longest message of an error's facts, in bytes.
 pub const MAX_ERROR_MESSAGE_BYTES: usize = 2048;
-
-/// A value failed its constructor's validation. The message is fixed and
-/// names the broken rule; it never holds the rejected input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ValueError {
-    message: &'static str,
-}
-
-impl ValueError {
-    /// A validation failure with a fixed message.
-    pub const fn new(message: &'static str) -> Self {
-        Self { message }
-    }
-
-    /// The fixed message naming the broken rule.
-    pub fn message(&self) -> &'static str {
-        self.message
-    }
-}
-
-impl fmt::Display for ValueError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.message)
-    }
-}
-
-impl std::error::Error for ValueError {}
 
 /// The safe facts every typed error carries.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,11 +1,11 @@
 //! Run events: 19 kinds with dotted names and a closed detail union with one
-//! detail shape per kind (reference section 4.3).
+//! detail shape per kind (docs/client.md, "Streams").
 
 use std::fmt;
 use std::time::SystemTime;
 
-use crate::error::ValueError;
 use crate::token::{is_token, token};
+use crate::values::ValueError;
 use crate::values::{MAX_ID_BYTES, MAX_NAME_BYTES, RunRef};
 
 /// Longest model delta text, in bytes (256 KiB).

@@ -1,11 +1,11 @@
 //! Interaction values: [`StructuredValue`] (bounded, redacted JSON) and
-//! pending interactions (reference section 4.3).
+//! pending interactions (docs/client.md, "Streams").
 
 use std::fmt;
 
-use crate::error::ValueError;
 use crate::json::{JsonKind, validate_json};
 use crate::token::token;
+use crate::values::ValueError;
 use crate::values::{InteractionId, MAX_ID_BYTES, RunRef};
 
 /// Largest structured value, in bytes (512 KiB).

@@ -1,4 +1,4 @@
-//! The seam's traits (reference section 4.2).
+//! The seam's traits (docs/client.md, "Sessions").
 //!
 //! Methods return `impl Future<Output = ...> + Send`, so any executor (tokio
 //! included) can drive them and spawn them. Cancelling a call means dropping

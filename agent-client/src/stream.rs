@@ -2,9 +2,9 @@
 //! A control carrying an error never becomes a frame; the adapter turns it
 //! into a typed [`crate::Error`] (for example [`crate::CursorGapError`]).
 
-use crate::error::ValueError;
 use crate::event::Event;
 use crate::interaction::{InteractionSnapshot, InteractionUpdate};
+use crate::values::ValueError;
 
 /// The control that closes an event page.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -19,7 +19,7 @@ pub struct EventControl {
 
 impl EventControl {
     /// The current form (with `page_last`), under the arithmetic of
-    /// reference 1.6: a valid or empty window; `earliest-1 <= page_last <=
+    /// docs/protocol.md, "Streams": a valid or empty window; `earliest-1 <= page_last <=
     /// latest`; `earliest-1 <= last_delivered <= page_last`; `has_more ⇔
     /// page_last < latest`; not both `has_more` and `tailing`; `tailing ⇒
     /// page_last == latest`.

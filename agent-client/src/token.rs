@@ -1,4 +1,4 @@
-//! The protocol's token rule (reference section 0).
+//! The protocol's token rule (docs/protocol.md, "Tokens").
 
 /// A token of at most `max` bytes: non-empty, unchanged by trimming Unicode
 /// whitespace, and free of NUL, CR, LF and TAB. `&str` is valid UTF-8 by

@@ -1,11 +1,37 @@
 //! Immutable values of a negotiated connection and its requests and results
-//! (reference section 4.3). Every constructor validates; fields are private
+//! (docs/client.md, "Connecting"). Every constructor validates; fields are private
 //! and read through accessors, so a value that exists is valid.
 
 use std::fmt;
 
-use crate::error::ValueError;
 use crate::token::{is_token, token};
+
+/// A value failed its constructor's validation. The message is fixed and
+/// names the broken rule; it never holds the rejected input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ValueError {
+    message: &'static str,
+}
+
+impl ValueError {
+    /// A validation failure with a fixed message.
+    pub const fn new(message: &'static str) -> Self {
+        Self { message }
+    }
+
+    /// The fixed message naming the broken rule.
+    pub fn message(&self) -> &'static str {
+        self.message
+    }
+}
+
+impl fmt::Display for ValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.message)
+    }
+}
+
+impl std::error::Error for ValueError {}
 
 /// Longest build identity field, in bytes.
 pub const MAX_BUILD_FIELD_BYTES: usize = 256;

@@ -2,8 +2,9 @@
 //!
 //! **Not a public API.** This crate is an implementation detail of `agent-macros`, which
 //! depends on it with an exact version pin; every item may change in any release. Depend on
-//! `agent-core` instead. The modules are `pub` only so that this crate's own integration
-//! tests and benchmarks can reach them; they are hidden from the documentation.
+//! `agent-core` instead. The modules are `pub` only so that tests and benchmarks can reach
+//! them (this crate's own, and `ui-tests`, which checks the identity grammar and the typed-tool
+//! rules against the kernel's); they are hidden from the documentation.
 //!
 //! This is a plain library over `proc-macro2`, `syn` and `quote`, so every phase is
 //! unit-testable without a compiler session: `agent-macros` only forwards token streams here.
@@ -16,9 +17,15 @@
 //! | resolve | [`graph`] | applies the selection rules, finds cycles and orders construction |
 //! | plan | [`plan`] | cuts construction into batches and decides which collections are shared |
 //! | generate | [`codegen`] | writes the application, its construction, manifest and coherence check, or the stub |
+//! | finish | [`finish`] | the last link of a chain: runs resolve, plan and generate |
+//!
+//! A phase imports only the phases before it. The descriptor ([`transport::descriptor`]) and
+//! the chain ([`transport::chain`]) are the format the parser writes, so they sit below
+//! [`attr`] although they live in `transport/` (`agent-core/tests/architecture.rs` checks
+//! this order).
 //!
 //! Support modules used by every phase: [`diag`] (stable codes, error accumulation),
-//! [`ident`] (the identity grammar), [`naming`] (every generated identifier), [`nesting`] (the depth guard run before parsing), [`key`] (type keys), [`location`] (source locations as
+//! [`bean`] (a factory's kind and return form), [`ident`] (the identity grammar), [`naming`] (every generated identifier), [`nesting`] (the depth guard run before parsing), [`key`] (type keys), [`location`] (source locations as
 //! text) and [`runtime`] (the versioned path generated code reaches agent-core by, and
 //! `crate = path`).
 //!
@@ -33,9 +40,13 @@
 #[doc(hidden)]
 pub mod attr;
 #[doc(hidden)]
+pub mod bean;
+#[doc(hidden)]
 pub mod codegen;
 #[doc(hidden)]
 pub mod diag;
+#[doc(hidden)]
+pub mod finish;
 #[doc(hidden)]
 pub mod graph;
 #[doc(hidden)]
@@ -83,13 +94,13 @@ pub fn compose(input: TokenStream) -> TokenStream {
 /// The last link of a chain (see [`transport::chain`]): resolves and generates.
 pub fn compose_finish(input: TokenStream) -> TokenStream {
     let current_crate = std::env::var("CARGO_CRATE_NAME").unwrap_or_default();
-    transport::finish::finish(input, &current_crate)
+    finish::finish(input, &current_crate)
 }
 
 /// Helpers for this crate's own tests and benchmarks. Not API: hidden, and changed freely.
 #[doc(hidden)]
 pub mod __testing {
+    pub use crate::finish::finish;
     pub use crate::graph::error_codes;
     pub use crate::transport::chain::finisher_input;
-    pub use crate::transport::finish::finish;
 }

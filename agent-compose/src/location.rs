@@ -54,11 +54,11 @@ mod tests {
             "tools/src/lib.rs"
         );
         assert_eq!(
-            shorten("fixtures/src/tools.rs", "/work/fixtures", "fixtures"),
+            shorten("fixtures/src/tools.rs", "/src/fixtures", "fixtures"),
             "fixtures/src/tools.rs"
         );
         assert_eq!(
-            shorten("/elsewhere/a.rs", "/work/fixtures", "fixtures"),
+            shorten("/elsewhere/a.rs", "/src/fixtures", "fixtures"),
             "/elsewhere/a.rs"
         );
     }

@@ -1,4 +1,4 @@
-//! The selection rules of ARCHITECTURE.md section 5, one test per rule, plus properties that
+//! The selection rules of docs/architecture.md ("Resolution"), one test per rule, plus properties that
 //! hold for any graph.
 
 mod support;

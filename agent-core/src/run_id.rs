@@ -1,4 +1,5 @@
-//! The run id: the one place that says what a valid run id is.
+//! The kernel's run id and its rule. The run authority applies the daemon-token rule to run
+//! ids instead; docs/protocol.md, "Tokens", states both.
 
 use std::fmt;
 use std::sync::Arc;

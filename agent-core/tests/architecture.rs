@@ -17,10 +17,20 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 
 /// Every source file of `agent-core/src`, as (path relative to `src`, text).
 fn sources() -> Vec<(String, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    library_sources(Path::new(env!("CARGO_MANIFEST_DIR")))
+}
+
+/// Every source file of a crate's library (`src/` without `main.rs` and `src/bin/`, which
+/// are crate roots of their own), as (path relative to `src`, text).
+fn library_sources(krate: &Path) -> Vec<(String, String)> {
+    let src = krate.join("src");
     let mut files = Vec::new();
     rust_files(&src, &mut files);
     files.sort();
+    files.retain(|path| {
+        let relative = path.strip_prefix(&src).expect("under src");
+        relative != Path::new("main.rs") && !relative.starts_with("bin")
+    });
     files
         .into_iter()
         .map(|path| {
@@ -79,7 +89,7 @@ fn no_runtime_registries() {
     }
 }
 
-/// The layers of `agent-core`, lowest first (ARCHITECTURE.md section 2: message, tool,
+/// The layers of `agent-core`, lowest first (docs/architecture.md, "Crates": message, tool,
 /// interaction -> model -> stage -> event <- agent; compose beside, above the kernel). A
 /// module may import modules of its own layer or a lower one, never a higher one; inside a
 /// layer the imports must not form a loop. The first layer holds support modules that know
@@ -96,6 +106,28 @@ const LAYERS: &[&[&str]] = &[
     // The starter's beans use the engine and the composition runtime; nothing uses them.
     &["starter"],
 ];
+
+/// The pipeline of `agent-compose`, lowest first (its crate documentation): support modules,
+/// then the descriptor and the chain (the format the parser writes, so below it although
+/// they live in `transport/`), parse, the entry macros, resolve, plan, generate, and the
+/// finisher that drives them. An entry names a module and its submodules; the longest entry
+/// that matches a module decides its layer.
+const COMPOSE_LAYERS: &[&[&str]] = &[
+    &[
+        "bean", "diag", "ident", "key", "location", "naming", "nesting", "runtime",
+    ],
+    &["transport::descriptor", "transport::chain"],
+    &["attr"],
+    &["transport"],
+    &["graph"],
+    &["plan"],
+    &["codegen"],
+    &["finish"],
+];
+
+/// The crates whose modules are also layered; every other member is checked for loops only.
+const LAYERED_CRATES: &[(&str, &[&[&str]])] =
+    &[("agent-core", LAYERS), ("agent-compose", COMPOSE_LAYERS)];
 
 /// No module loop and no upward import anywhere in `agent-core/src`, at module granularity
 /// (`stage::dispatch`, `agent::run`, ...).
@@ -121,52 +153,148 @@ fn modules_form_a_layered_acyclic_graph() {
             graph.edges
         );
     }
-    let unplaced: Vec<&String> = graph
-        .modules
-        .iter()
-        .filter(|m| !m.is_empty())
-        .filter(|m| {
-            let top = m.split("::").next().unwrap_or(m);
-            !LAYERS.iter().any(|layer| layer.contains(&top))
-        })
-        .collect();
-    assert!(unplaced.is_empty(), "modules in no layer: {unplaced:?}");
-    let problems = check(&graph.edges, LAYERS);
+    let problems = check_placed(&graph, LAYERS);
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The phases of `agent-compose` import only the phases before them, and the scan sees the
+/// edges that exist by design.
+#[test]
+fn the_compiler_phases_import_only_earlier_phases() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let graph = Graph::of_sources(&library_sources(&root.join("agent-compose")));
+    for (from, to) in [
+        ("finish", "graph"),
+        ("finish", "codegen"),
+        ("attr::expand", "transport::descriptor"),
+        ("transport::descriptor", "bean"),
+        ("graph", "transport::descriptor"),
+        ("codegen", "plan"),
+    ] {
+        assert!(
+            graph.edges.contains(&(from.to_owned(), to.to_owned())),
+            "expected the edge {from} -> {to}; found {:#?}",
+            graph.edges
+        );
+    }
+    let problems = check_placed(&graph, COMPOSE_LAYERS);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// No crate of the workspace has a loop between its modules (a loop means neither module
+/// can be read, tested or moved without the other), and the layered crates keep their
+/// layers. Binaries (`main.rs`, `src/bin/`) are crate roots of their own and name the
+/// library by its crate name, so they add no edge.
+#[test]
+fn no_crate_has_a_module_loop() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut problems = Vec::new();
+    let mut scanned = 0;
+    for member in workspace_members() {
+        let graph = Graph::of_sources(&library_sources(&root.join(&member)));
+        assert!(!graph.modules.is_empty(), "{member} has no library sources");
+        if graph.modules.len() > 3 {
+            assert!(
+                !graph.edges.is_empty(),
+                "{member}: the scan found no import"
+            );
+            scanned += 1;
+        }
+        let found = match LAYERED_CRATES.iter().find(|(name, _)| *name == member) {
+            Some((_, layers)) => check_placed(&graph, layers),
+            None => loops(&graph.edges),
+        };
+        problems.extend(
+            found
+                .into_iter()
+                .map(|problem| format!("{member}: {problem}")),
+        );
+    }
+    assert!(
+        scanned >= 10,
+        "expected every crate to be scanned, {scanned} were"
+    );
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The workspace members, as paths relative to the workspace root, in manifest order.
+fn workspace_members() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let workspace = fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
+    let members = workspace
+        .lines()
+        .find_map(|line| line.trim().strip_prefix("members"))
+        .expect("a one-line members list");
+    members
+        .split('"')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_owned)
+        .collect()
 }
 
 // ---- the checker ----
 
+/// The layer of `module`: that of the longest entry naming it or one of its parents.
+fn layer_of(module: &str, layers: &[&[&str]]) -> Option<usize> {
+    layers
+        .iter()
+        .enumerate()
+        .flat_map(|(index, layer)| layer.iter().map(move |entry| (index, *entry)))
+        .filter(|(_, entry)| {
+            module == *entry
+                || module
+                    .strip_prefix(entry)
+                    .is_some_and(|rest| rest.starts_with("::"))
+        })
+        .max_by_key(|(_, entry)| entry.len())
+        .map(|(index, _)| index)
+}
+
+/// [`check`], plus every module of the graph (not only those with edges) that is in no
+/// layer.
+fn check_placed(graph: &Graph, layers: &[&[&str]]) -> Vec<String> {
+    let mut problems = check(&graph.edges, layers);
+    for module in graph.modules.iter().filter(|m| !m.is_empty()) {
+        if layer_of(module, layers).is_none() {
+            problems.push(format!("module {module} is in no layer"));
+        }
+    }
+    problems.sort();
+    problems.dedup();
+    problems
+}
+
 /// A problem with a module graph: every loop and every upward edge, as sentences.
 fn check(edges: &BTreeSet<(String, String)>, layers: &[&[&str]]) -> Vec<String> {
     let mut problems = Vec::new();
-    let layer_of = |module: &str| {
-        let top = module.split("::").next().unwrap_or(module);
-        layers.iter().position(|layer| layer.contains(&top))
-    };
     for (from, to) in edges {
-        match (layer_of(from), layer_of(to)) {
+        match (layer_of(from, layers), layer_of(to, layers)) {
             (Some(a), Some(b)) if b > a => problems.push(format!(
                 "upward import: {from} (layer {a}) imports {to} (layer {b})"
             )),
             (Some(_), Some(_)) => {}
             _ => {
                 for module in [from, to] {
-                    if layer_of(module).is_none() {
+                    if layer_of(module, layers).is_none() {
                         problems.push(format!("module {module} is in no layer"));
                     }
                 }
             }
         }
     }
-    problems.extend(
-        cycles(edges)
-            .into_iter()
-            .map(|cycle| format!("module loop: {}", cycle.join(" -> "))),
-    );
+    problems.extend(loops(edges));
     problems.sort();
     problems.dedup();
     problems
+}
+
+/// Every loop of a module graph, as a sentence.
+fn loops(edges: &BTreeSet<(String, String)>) -> Vec<String> {
+    cycles(edges)
+        .into_iter()
+        .map(|cycle| format!("module loop: {}", cycle.join(" -> ")))
+        .collect()
 }
 
 /// One loop per strongly connected component with more than one module (or a self edge),
@@ -678,6 +806,32 @@ fn the_checker_finds_an_upward_edge_and_an_unplaced_module() {
 }
 
 #[test]
+fn the_longest_layer_entry_places_a_module() {
+    let layers: &[&[&str]] = &[&["t::low"], &["a"], &["t"]];
+    assert_eq!(layer_of("t::low", layers), Some(0));
+    assert_eq!(layer_of("t::low::x", layers), Some(0));
+    assert_eq!(layer_of("t::other", layers), Some(2));
+    assert_eq!(layer_of("t", layers), Some(2));
+    assert_eq!(layer_of("tx", layers), None);
+    let edges = edge_set(&[("a", "t::low"), ("t::low", "a"), ("t", "a")]);
+    assert_eq!(
+        check(&edges, layers),
+        [
+            "module loop: a -> t::low -> a",
+            "upward import: t::low (layer 0) imports a (layer 1)"
+        ]
+    );
+    let graph = Graph {
+        modules: ["", "a", "elsewhere"].map(String::from).into(),
+        edges: BTreeSet::new(),
+    };
+    assert_eq!(
+        check_placed(&graph, layers),
+        ["module elsewhere is in no layer"]
+    );
+}
+
+#[test]
 fn the_scanner_resolves_uses_reexports_and_inline_paths() {
     let files = [
         ("lib.rs", "mod a; mod b; pub use a::Thing;"),
@@ -718,8 +872,8 @@ fn the_scanner_resolves_uses_reexports_and_inline_paths() {
     assert_eq!(problems, ["module loop: s::p -> s::q -> s::p"]);
 }
 
-/// What each workspace crate is, for the crate-direction rules of ARCHITECTURE sections 2
-/// and 9. A new member must be placed here, so its direction is decided, not defaulted.
+/// What each workspace crate is, for the crate directions of docs/architecture.md
+/// ("Crates"). A new member must be placed here, so its direction is decided, not defaulted.
 const KERNEL_CRATES: &[&str] = &["agent-core", "agent-macros", "agent-compose"];
 const HOST_CRATES: &[&str] = &[
     "agent-authority",
@@ -821,14 +975,9 @@ fn crate_direction_violations(crates: &BTreeMap<String, BTreeSet<String>>) -> Ve
 #[test]
 fn crates_point_from_the_host_to_the_kernel() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let workspace = fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
-    let members = workspace
-        .lines()
-        .find_map(|line| line.trim().strip_prefix("members"))
-        .expect("a one-line members list");
     let mut crates = BTreeMap::new();
-    for member in members.split('"').skip(1).step_by(2) {
-        let text = fs::read_to_string(root.join(member).join("Cargo.toml")).expect(member);
+    for member in workspace_members() {
+        let text = fs::read_to_string(root.join(&member).join("Cargo.toml")).expect(&member);
         let (name, deps) = manifest_deps(&text);
         assert!(!name.is_empty(), "{member} names no package");
         crates.insert(name, deps);
@@ -921,7 +1070,7 @@ fn the_crate_checker_finds_wrong_directions_and_unplaced_crates() {
 }
 
 /// The client seam's manifest has no dependency table at all: a UI takes it without any
-/// transport, runtime or serializer (reference 4.1).
+/// transport, runtime or serializer (docs/client.md).
 #[test]
 fn the_client_seam_depends_on_the_standard_library_only() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -935,4 +1084,297 @@ fn the_client_seam_depends_on_the_standard_library_only() {
             "agent-client declares {line}"
         );
     }
+}
+
+// ---- citations stay inside the repository ----
+
+/// Every `.rs` and `.md` file of the repository (build output, VCS data and installed npm
+/// packages aside), as (path relative to the root, text).
+fn repository_texts() -> Vec<(String, String)> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        for entry in fs::read_dir(dir).expect("readable directory") {
+            let path = entry.expect("entry").path();
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+            if path.is_dir() {
+                if !matches!(name, "target" | ".git" | "node_modules") {
+                    walk(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs" || e == "md") {
+                out.push(path);
+            }
+        }
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .expect("workspace root");
+    let mut files = Vec::new();
+    walk(&root, &mut files);
+    files.sort();
+    files
+        .into_iter()
+        .map(|path| {
+            let relative = path
+                .strip_prefix(&root)
+                .expect("under the root")
+                .to_string_lossy()
+                .replace('\\', "/");
+            (relative, fs::read_to_string(&path).expect("readable"))
+        })
+        .collect()
+}
+
+/// Every citation in `text` that leads out of the repository, as `line: why`. `headings`
+/// maps each docs page to its headings, so that a citation of a page's heading (the page's
+/// path, then the heading in double quotes) must name one that exists; a heading may be
+/// cited by its beginning.
+///
+/// Out of the repository: a path into the shared design and reference notes beside the
+/// checkout or the machine's work tree, a document of the original system's semantics, the
+/// upper-case design files, and any numbered section (the word, `§`, or "reference" before
+/// a number): no page of the repository numbers its sections, so such a number points
+/// elsewhere. An RFC's numbered section is a public standard and allowed.
+fn citations_leaving_the_repository(
+    text: &str,
+    headings: &BTreeMap<String, BTreeSet<String>>,
+) -> Vec<String> {
+    // Built from pieces, so that this function's own source does not match them.
+    let paths = [
+        ["..", "/shared"].concat(),
+        ["/wo", "rk/"].concat(),
+        ["refer", "ence/"].concat(),
+        ["ARCHI", "TECTURE"].concat(),
+        ["API", ".md"].concat(),
+    ];
+    let numbered = [
+        ["sec", "tion "].concat(),
+        ["sec", "tions "].concat(),
+        ["refer", "ence "].concat(),
+        ["refer", "ence sec", "tion "].concat(),
+        "\u{a7}".to_owned(),
+    ];
+    let spice = ["spi", "ce-"].concat();
+    let mut found = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let number = number + 1;
+        for path in &paths {
+            if line.contains(path.as_str()) {
+                found.push(format!("{number}: cites {path}"));
+            }
+        }
+        for (at, _) in line.match_indices(spice.as_str()) {
+            let word: String = line[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '.')
+                .collect();
+            if word.contains("semantics") || word.ends_with(".md") {
+                found.push(format!("{number}: cites {word}"));
+            }
+        }
+        for marker in &numbered {
+            for (at, _) in line.match_indices(marker.as_str()) {
+                let after = line[at + marker.len()..].trim_start();
+                let before = &line[..at];
+                let rfc = before
+                    .rsplit_once("RFC ")
+                    .is_some_and(|(_, rest)| rest.trim().chars().all(|c| c.is_ascii_digit()));
+                if after.starts_with(|c: char| c.is_ascii_digit()) && !rfc {
+                    found.push(format!(
+                        "{number}: cites a numbered section ({})",
+                        marker.trim()
+                    ));
+                }
+            }
+        }
+        for (at, _) in line.match_indices("docs/") {
+            let rest = &line[at + "docs/".len()..];
+            let Some(end) = rest.find(".md") else {
+                continue;
+            };
+            let page = &rest[..end];
+            if page.is_empty() || !page.chars().all(|c| c.is_ascii_alphanumeric() || c == '-') {
+                continue;
+            }
+            let after = &rest[end + ".md".len()..];
+            let Some(sections) = headings.get(page) else {
+                found.push(format!(
+                    "{number}: cites docs/{page}.md, which does not exist"
+                ));
+                continue;
+            };
+            // The page, then a comma or parenthesis and the heading in quotes.
+            let lead = after.trim_start_matches([',', ' ', '(', '`']);
+            if (1..=4).contains(&(after.len() - lead.len()))
+                && let Some(quoted) = lead.strip_prefix('"')
+                && let Some((heading, _)) = quoted.split_once('"')
+                && !sections.iter().any(|s| s.starts_with(heading))
+            {
+                found.push(format!(
+                    "{number}: cites docs/{page}.md, \"{heading}\", which has no such heading"
+                ));
+            }
+        }
+    }
+    found
+}
+
+/// Each `docs/*.md` page (by name, without `.md`) and the titles of its headings.
+fn doc_headings(texts: &[(String, String)]) -> BTreeMap<String, BTreeSet<String>> {
+    texts
+        .iter()
+        .filter_map(|(path, text)| {
+            let page = path.strip_prefix("docs/")?.strip_suffix(".md")?;
+            let mut fenced = false;
+            let mut titles = BTreeSet::new();
+            for line in text.lines() {
+                if line.starts_with("```") {
+                    fenced = !fenced;
+                } else if !fenced && line.starts_with('#') {
+                    titles.insert(line.trim_start_matches('#').trim().to_owned());
+                }
+            }
+            Some((page.to_owned(), titles))
+        })
+        .collect()
+}
+
+/// A reader finds every rule in the repository: no `.rs` or `.md` file cites a document
+/// outside it, and a citation of a docs page's heading names a heading that exists.
+#[test]
+fn no_file_cites_outside_the_repository() {
+    let texts = repository_texts();
+    assert!(
+        texts.len() >= 300,
+        "expected every source and page, found {}",
+        texts.len()
+    );
+    let headings = doc_headings(&texts);
+    assert!(headings.contains_key("architecture") && headings.contains_key("daemon"));
+    let mut problems = Vec::new();
+    for (path, text) in &texts {
+        for problem in citations_leaving_the_repository(text, &headings) {
+            problems.push(format!("{path}:{problem}"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_citation_checker_finds_each_kind_of_citation() {
+    let headings = BTreeMap::from([("daemon".to_owned(), BTreeSet::from(["Sessions".to_owned()]))]);
+    let text: [String; 5] = [
+        [
+            "//! ok: do",
+            "cs/daemon.md, \"Sessions\"; RFC 4648 section 5; 1.3; spice-agent; do",
+            "cs/daemon.md (\"Sess\")",
+        ]
+        .concat(),
+        ["//! the contract is sec", "tion 2.4"].concat(),
+        ["see \u{a7}", "8.5 and refer", "ence 4.1"].concat(),
+        ["`../sha", "red/x` and spi", "ce-host-semantics"].concat(),
+        ["do", "cs/daemon.md (\"Ledger\") and do", "cs/nowhere.md"].concat(),
+    ];
+    let text = text.join("\n");
+    assert_eq!(
+        citations_leaving_the_repository(&text, &headings),
+        [
+            "2: cites a numbered section (section)",
+            "3: cites a numbered section (reference)",
+            "3: cites a numbered section (\u{a7})",
+            &["4: cites ..", "/shared"].concat(),
+            &["4: cites spi", "ce-host-semantics"].concat(),
+            &[
+                "5: cites do",
+                "cs/daemon.md, \"Ledger\", which has no such heading"
+            ]
+            .concat(),
+            &["5: cites do", "cs/nowhere.md, which does not exist"].concat(),
+        ]
+    );
+}
+
+/// The workspace's layers, lowest first, by package name (docs/architecture.md, "Crates").
+const CRATE_LAYERS: &[(&str, &[&str])] = &[
+    ("kernel", &["agent-core"]),
+    ("compiler", &["agent-macros", "agent-compose"]),
+    (
+        "protocol and endpoint",
+        &["agent-protocol", "agent-endpoint"],
+    ),
+    (
+        "host",
+        &[
+            "agent-authority",
+            "agent-daemon",
+            "agent-server",
+            "agent-mcp",
+            "agent-logging",
+        ],
+    ),
+    ("clients", &["agent-client", "agent-client-grpc"]),
+    ("product", &["coding-agent", "examples"]),
+    (
+        "tooling",
+        &["fixtures", "renamed-dependency", "gen-graph", "ui-tests"],
+    ),
+];
+
+/// Where each name of `names` stands in [`CRATE_LAYERS`], or why the order is wrong.
+fn layer_order_problems<'a>(names: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mut highest = (0, "");
+    for name in names {
+        let Some(layer) = CRATE_LAYERS.iter().position(|(_, c)| c.contains(&name)) else {
+            problems.push(format!("{name} is in no layer"));
+            continue;
+        };
+        if layer < highest.0 {
+            problems.push(format!(
+                "{name} ({}) comes after {} ({})",
+                CRATE_LAYERS[layer].0, highest.1, CRATE_LAYERS[highest.0].0
+            ));
+        } else {
+            highest = (layer, name);
+        }
+    }
+    problems
+}
+
+/// `Cargo.toml`'s members and the crate list of docs/architecture.md are in layer order,
+/// so a reader meets each crate after the crates it builds on.
+#[test]
+fn members_and_the_crate_list_are_in_layer_order() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let packages: Vec<String> = workspace_members()
+        .iter()
+        .map(|member| {
+            let text = fs::read_to_string(root.join(member).join("Cargo.toml")).expect("manifest");
+            manifest_deps(&text).0
+        })
+        .collect();
+    let placed: usize = CRATE_LAYERS.iter().map(|(_, c)| c.len()).sum();
+    assert_eq!(packages.len(), placed, "every member is in one layer");
+    let problems = layer_order_problems(packages.iter().map(String::as_str));
+    assert!(problems.is_empty(), "Cargo.toml members: {problems:?}");
+    let doc = fs::read_to_string(root.join("docs/architecture.md")).expect("architecture.md");
+    let list = doc
+        .split("## Crates")
+        .nth(1)
+        .and_then(|rest| rest.split("```").nth(1))
+        .expect("a fenced crate list under \"Crates\"");
+    let listed: Vec<&str> = list
+        .lines()
+        .filter(|line| !line.starts_with([' ', '#']))
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(listed.len() >= 16, "the crate list names {listed:?}");
+    let problems = layer_order_problems(listed);
+    assert!(problems.is_empty(), "docs/architecture.md: {problems:?}");
+    assert_eq!(
+        layer_order_problems(["agent-client", "agent-core", "nowhere"]),
+        [
+            "agent-core (kernel) comes after agent-client (clients)",
+            "nowhere is in no layer"
+        ]
+    );
 }

@@ -1,4 +1,4 @@
-//! Definitions the daemon serves (contract section 2.2): a canonical, fingerprinted
+//! Definitions the daemon serves (docs/daemon.md, "Definitions"): a canonical, fingerprinted
 //! [`DefinitionSet`] with exact resolution by id and revision.
 
 use std::fmt;

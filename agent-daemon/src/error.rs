@@ -1,5 +1,5 @@
-//! The run host's public error vocabulary (contract section 2.7.2) and how each failure is
-//! classified for the ledger (section 2.7.5).
+//! The run host's public error vocabulary (docs/daemon.md, "Errors") and how each failure is
+//! classified for the ledger (docs/daemon.md, "The idempotency ledger").
 
 use std::fmt;
 

@@ -1,4 +1,4 @@
-//! The idempotency ledger (contract section 2.4): one committed outcome per (stable client,
+//! The idempotency ledger (docs/daemon.md, "The idempotency ledger"): one committed outcome per (stable client,
 //! operation id), replayed to every duplicate.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! Pending interactions (contract section 2.5): the kernel's interaction broker and the
+//! Pending interactions (docs/daemon.md, "Pending interactions"): the kernel's interaction broker and the
 //! per-client discovery source in one.
 //!
 //! Each stable client has a *partition*: one `agent_core` [`PendingHub`], which already
@@ -165,7 +165,7 @@ pub enum PendingError {
     ObserverCapacity,
 }
 
-/// Why an observer was cut off: the first queue bound (contract section 2.5, in its check
+/// Why an observer was cut off: the first queue bound (docs/daemon.md, "Pending interactions", in its check
 /// order) that the next delta would have passed. The client recovers by subscribing again,
 /// which starts with a full snapshot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,5 +1,5 @@
 //! Stable client identities, ownership epochs and the per-client commit and stream gates
-//! (contract section 2.3), plus the idle rule that reclaims sessions nobody uses.
+//! (docs/daemon.md, "Sessions"), plus the idle rule that reclaims sessions nobody uses.
 //!
 //! Every change to the table happens under one mutex and wakes every waiter through one
 //! [`Notify`]; waiters re-check their condition (and their ownership) after each wake-up,

@@ -1,17 +1,14 @@
-//! The daemon-token rule (contract section 0): client ids, operation ids, operation kinds
+//! The daemon-token rule (docs/protocol.md, "Tokens"): client ids, operation ids, operation kinds
 //! and definition ids and revisions.
+//!
+//! The rule is stated once, in the run authority below the daemon (it applies it to run ids):
+//! this module only names it for the daemon's tables.
 
 /// The longest daemon token, in bytes.
-pub const MAX_TOKEN_BYTES: usize = 128;
-
+pub use agent_authority::MAX_DAEMON_TOKEN_BYTES as MAX_TOKEN_BYTES;
 /// Whether `value` is a daemon token: non-empty, unchanged by trimming, at most
 /// [`MAX_TOKEN_BYTES`] bytes and without any Unicode control character.
-pub fn is_daemon_token(value: &str) -> bool {
-    !value.is_empty()
-        && value.len() <= MAX_TOKEN_BYTES
-        && value.trim() == value
-        && !value.chars().any(char::is_control)
-}
+pub use agent_authority::is_daemon_token;
 
 #[cfg(test)]
 mod tests {

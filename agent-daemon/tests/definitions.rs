@@ -1,4 +1,4 @@
-//! Definition sets (contract section 2.9: `TestDefinitionSetIsCanonicalImmutableAndExact`).
+//! Definition sets: canonical, immutable and resolved exactly (docs/daemon.md, "Definitions").
 
 use agent_core::agent::AgentDefinition;
 use agent_daemon::definition::{Definition, DefinitionError, DefinitionSet, MAX_DEFINITIONS};

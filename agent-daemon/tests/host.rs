@@ -1,7 +1,7 @@
-//! Run host behaviour (contract section 2.9, run_host*_test.go), over a real engine and a
+//! Run host behaviour (docs/daemon.md, "The run host"), over a real engine and a
 //! real run authority.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,7 +13,7 @@ use agent_daemon::HostError;
 use agent_daemon::host::{
     Degradation, HealthReason, HealthSource, HealthStatus, HostLimits, Success,
 };
-use common::*;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 fn run_id(success: &Success) -> String {

@@ -1,11 +1,11 @@
-//! The run-identity capacity case of contract section 2.9
-//! (`TestRunHostMapsEngineIdentityCapacityAndRetriesAfterDurableRetirement`), adapted: the
+//! The run host at the engine's run-identity capacity (docs/daemon.md, "Start"), and how
+//! it retries after a durable retirement, adapted: the
 //! kernel records custom run ids one by one up to `MAX_RECORDED_RUN_IDS` and never forgets
 //! one (see `docs/decisions.md`), so the "retries after durable retirement" half has no
 //! counterpart; what is ported is the mapping to a capacity error that abandons the
 //! operation, so the same operation id can run again.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -18,7 +18,7 @@ use agent_daemon::ledger::Ledger;
 use agent_daemon::pending::{PendingLimits, PendingRouter};
 use agent_daemon::session::SessionStore;
 use agent_daemon::{HostError, RunHost, RunHostConfig};
-use common::*;
+use support::*;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 

@@ -2,7 +2,7 @@
 //! clients keeps every run's event sequence gap-free from 1 with exactly one run terminal,
 //! and no run ever has two owners. Bounded case count (each case opens a real authority).
 
-mod common;
+mod support;
 
 use std::sync::{Arc, Mutex};
 
@@ -10,8 +10,8 @@ use agent_core::event::ReplayRequest;
 use agent_daemon::HostError;
 use agent_daemon::host::Success;
 use agent_daemon::session::Session;
-use common::*;
 use proptest::prelude::*;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Clone)]

@@ -1,7 +1,6 @@
-//! Idempotency ledger behaviour (contract section 2.9: daemon_test.go and
-//! idempotency_abandon_test.go).
+//! Idempotency ledger behaviour (docs/daemon.md, "The idempotency ledger").
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,7 +10,7 @@ use agent_daemon::ledger::{
     Execution, Ledger, LedgerError, MAX_LEDGER_ENTRIES, MAX_OUTCOME_BYTES, Outcome, OutcomeKind,
     UNCERTAIN_PAYLOAD, canonical_digest,
 };
-use common::{bounded, spawn_waiting};
+use support::{bounded, spawn_waiting};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 

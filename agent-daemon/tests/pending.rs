@@ -1,6 +1,6 @@
-//! Pending router behaviour (contract section 2.9: daemon_test.go and pending_hub_test.go).
+//! Pending router behaviour (docs/daemon.md, "Pending interactions").
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,8 +11,8 @@ use agent_core::interaction::{
 use agent_daemon::pending::{
     DELTA_OVERHEAD_BYTES, PendingError, PendingLimits, PendingRouter, hard, value_bytes,
 };
-use common::{bounded, spawn_waiting};
 use serde_json::json;
+use support::{bounded, spawn_waiting};
 use tokio_util::sync::CancellationToken;
 
 fn request(id: &str) -> InteractionRequest {

@@ -1,17 +1,17 @@
-//! Issue 15 section 3, in process: two run hosts (two daemons of one user: two authority
+//! The end-to-end scenario of docs/daemon.md, in process: two run hosts (two daemons of one user: two authority
 //! store handles over one per-user directory) hand a run over through a signed snapshot.
 //! Start on A, suspend, export; a reconnect on A fences A's old streams; A shuts down
 //! cleanly (its suspended run stays SUSPENDED); B imports and finishes the run; the same
 //! snapshot is then refused everywhere, and a host over another authority directory never
 //! accepts it.
 
-mod common;
+mod support;
 
 use agent_authority::Phase;
 use agent_core::event::{EventKind, ReplayRequest};
 use agent_daemon::HostError;
 use agent_daemon::host::Success;
-use common::*;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

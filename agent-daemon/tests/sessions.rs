@@ -1,14 +1,13 @@
-//! Session store behaviour (contract section 2.9: daemon_test.go and
-//! session_gate_internal_test.go).
+//! Session store behaviour (docs/daemon.md, "Sessions").
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use agent_daemon::session::{
     GATE_WAITERS, MAX_GATE_WAITERS, MAX_SESSIONS, STREAM_LEASES, SessionError, SessionStore,
 };
-use common::{bounded, spawn_waiting};
+use support::{bounded, spawn_waiting};
 use tokio_util::sync::CancellationToken;
 
 fn store(maximum: usize) -> (CancellationToken, SessionStore) {

@@ -1,4 +1,4 @@
-//! Current-user Unix sockets (contract section 3.10): a listener in a private directory
+//! Current-user Unix sockets (docs/transport.md, "The socket"): a listener in a private directory
 //! whose every ancestor is trusted, and a dial that checks the same before connecting.
 //!
 //! The directory chain is opened component by component with `O_NOFOLLOW`, so no symlink
@@ -301,7 +301,7 @@ impl Drop for Listener {
     }
 }
 
-/// Binds a private listening socket at `address` (contract section 3.10).
+/// Binds a private listening socket at `address` (docs/transport.md, "The socket").
 ///
 /// The parent must be a directory owned by the effective user with mode exactly 0700,
 /// reached through trusted ancestors. An existing private socket of ours is probed: a live

@@ -1,4 +1,4 @@
-//! The published endpoint metadata (contract section 3.12): one line of compact JSON with
+//! The published endpoint metadata (docs/transport.md, "The scope and the endpoint files"): one line of compact JSON with
 //! a fixed key order, decoded strictly so that only canonical bytes are accepted.
 
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The per-user scope (contract section 3.11): the directory, the transport and the socket
+//! The per-user scope (docs/transport.md, "The scope and the endpoint files"): the directory, the transport and the socket
 //! address, which are inseparable.
 
 use std::fmt;

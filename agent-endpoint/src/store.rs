@@ -1,4 +1,4 @@
-//! The endpoint store (contract section 3.12): the metadata file and the three locks in the
+//! The endpoint store (docs/transport.md, "The scope and the endpoint files"): the metadata file and the three locks in the
 //! scope directory.
 //!
 //! - `endpoint.json`: the [`Metadata`] record;

@@ -1,13 +1,13 @@
-//! The Unix listener and dial rules of contract section 3.10, each refusal on its own.
+//! The Unix listener and dial rules of docs/transport.md ("The socket"), each refusal on its own.
 
-mod common;
+mod support;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::{MetadataExt, PermissionsExt, symlink};
 use std::os::unix::net::UnixListener;
 
 use agent_endpoint::localipc::{self, IpcError, MAX_ADDRESS_BYTES, MAX_BASE_NAME};
-use common::{TempDir, on_path, skip_or_fail};
+use support::{TempDir, on_path, skip_or_fail};
 
 #[test]
 fn listener_is_private_connectable_and_removed_on_close() {

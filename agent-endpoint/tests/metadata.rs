@@ -1,4 +1,4 @@
-//! Endpoint metadata strictness (contract section 3.12).
+//! Endpoint metadata strictness (docs/transport.md, "The scope and the endpoint files").
 
 use agent_endpoint::EndpointToken;
 use agent_endpoint::metadata::{MAX_METADATA_BYTES, Metadata, MetadataError, SCHEMA};

@@ -1,12 +1,12 @@
-//! The per-user scope (contract section 3.11), with injected roots.
+//! The per-user scope (docs/transport.md, "The scope and the endpoint files"), with injected roots.
 
-mod common;
+mod support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 use agent_endpoint::UserScope;
 use agent_endpoint::localipc::effective_uid;
-use common::TempDir;
+use support::TempDir;
 
 #[test]
 fn safe_xdg_runtime_dir_is_used() {

@@ -1,12 +1,12 @@
-//! The endpoint store's lock protocol (contract section 3.12).
+//! The endpoint store's lock protocol (docs/transport.md, "The scope and the endpoint files").
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
 use agent_endpoint::store::{DAEMON_LOCK, METADATA_FILE, METADATA_LOCK};
 use agent_endpoint::{EndpointToken, Metadata, MetadataError, Store, StoreError};
-use common::TempDir;
+use support::TempDir;
 
 fn metadata(dir: &std::path::Path, pid: u32) -> Metadata {
     Metadata {

@@ -13,7 +13,7 @@
 //!
 //! The configuration is the bean `log-config` (the defaults unless the application
 //! overrides it). The engine depends on the observer, so stopping the application shuts
-//! the engine down before the logger's cleanup closes the mailbox, as §8.3 requires.
+//! the engine down before the logger's cleanup closes the mailbox (docs/logging.md, "Mailbox accounting").
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -217,7 +217,7 @@ impl EventLogger {
         }
     }
 
-    /// The health contribution of §8.5: empty unless the configuration enables readiness
+    /// The health contribution (docs/logging.md, "Health"): empty unless the configuration enables readiness
     /// impact.
     pub fn health(&self) -> LogHealth {
         if !self.config.readiness_impact() {
@@ -651,7 +651,8 @@ fn sha256_ref(value: &str) -> bool {
     })
 }
 
-/// The rules of §6.5 that a typed `ToolStarted` can still break.
+/// The rules of docs/run-lifecycle.md ("Tool occurrences") that a typed `ToolStarted` can
+/// still break.
 fn started_facts(started: &ToolStarted) -> Option<StartedFacts> {
     non_empty(&started.call_id)?;
     non_empty(&started.name)?;

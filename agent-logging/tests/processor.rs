@@ -1,4 +1,4 @@
-//! The projection's contract (spice-host-semantics §8.6), against a capturing subscriber.
+//! The projection's contract (docs/logging.md, "Records"), against a capturing subscriber.
 
 mod support;
 

@@ -1,13 +1,13 @@
 //! No server process or grandchild survives an agent that is killed with SIGKILL: the
 //! watchdog in each server's process group sees its pipe close and kills the group.
 
-mod common;
+mod support;
 
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::*;
 use serde_json::json;
+use support::*;
 
 #[test]
 fn a_killed_agent_leaves_no_server_or_grandchild() {

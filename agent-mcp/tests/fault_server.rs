@@ -2,15 +2,15 @@
 //! their outcome classes, bounded results, list-change bursts, annotations, collisions,
 //! crashes and restarts, resume, and process cleanup.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use agent_core::stage::{DispatchError, ToolPlanSource};
 use agent_core::tool::{Capability, Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{HostState, McpError, McpToolPlanSource, ServerState};
-use common::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 fn execution(error: DispatchError) -> agent_core::tool::ExecutionError {

@@ -2,7 +2,7 @@
 //! `FAULT_RAW` mode): an answer at and past the message bound, and an unsupported protocol
 //! version in the handshake.
 
-mod common;
+mod support;
 
 use std::error::Error as _;
 use std::time::{Duration, Instant};
@@ -11,8 +11,8 @@ use agent_core::stage::DispatchError;
 use agent_core::tool::{ExecutionError, ExecutionState};
 use agent_mcp::transport::MAX_MESSAGE_BYTES;
 use agent_mcp::{McpError, McpToolPlanSource};
-use common::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// Long enough that a call that waited for it could not pass as answered "at once".

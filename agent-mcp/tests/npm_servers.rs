@@ -7,7 +7,7 @@
 //! they are required. The same behaviours are tested against the workspace's own server
 //! (`fault_server.rs`, `server_notifications.rs`), which needs nothing but cargo.
 
-mod common;
+mod support;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,8 +15,8 @@ use std::time::Duration;
 use agent_core::stage::DispatchError;
 use agent_core::tool::{Effect, ExecutionState, ReplaySafety};
 use agent_mcp::{McpConfig, McpToolPlanSource};
-use common::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 /// The installed server's entry point, or `None` (the test is skipped) without node or the

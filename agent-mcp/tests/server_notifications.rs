@@ -3,13 +3,13 @@
 //! initialize publishes a new generation without anyone asking (what `npm_servers.rs` checks
 //! against `server-everything`, with nothing but cargo).
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
 use agent_core::stage::PlanId;
-use common::*;
 use serde_json::json;
+use support::*;
 use tokio_util::sync::CancellationToken;
 
 #[test]

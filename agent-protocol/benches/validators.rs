@@ -57,7 +57,7 @@ fn start_request() -> StartRunRequest {
                         agent_protocol::pb::engine::v1::ExtensionPart {
                             namespace: "client.context".into(),
                             value_json:
-                                br#"{"cwd":"/work/project","files":["src/lib.rs","Cargo.toml"]}"#
+                                br#"{"cwd":"/srv/project","files":["src/lib.rs","Cargo.toml"]}"#
                                     .to_vec(),
                         },
                     )),

@@ -1,4 +1,4 @@
-//! Initialize: request validation, the server's pure preflight (section 1.4,
+//! Initialize: request validation, the server's pure preflight (docs/protocol.md, "Initialize preflight",
 //! steps 1-9), completing the response after ownership was granted, and the
 //! client's correlation of a response with its request.
 

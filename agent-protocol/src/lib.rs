@@ -21,9 +21,10 @@ pub mod snapshot;
 pub mod status;
 pub mod stream;
 pub mod token;
+pub mod violation;
 pub mod wire;
 
-pub use status::Violation;
+pub use violation::Violation;
 
 /// What a connection negotiated: the selected protocol version and limits.
 /// Per-request validators need both.

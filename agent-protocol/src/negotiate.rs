@@ -1,4 +1,4 @@
-//! Version, capability, limit and attempt-id negotiation (section 1.4).
+//! Version, capability, limit and attempt-id negotiation (docs/protocol.md, "Negotiation").
 
 use crate::limits::{
     CAPABILITY_SNAPSHOT_AUTHORITY, CAPABILITY_SNAPSHOTS, INITIALIZATION_ATTEMPT_ID_BYTES,
@@ -9,8 +9,8 @@ use crate::pb::common::v1::{
     CapabilityMismatch, CapabilitySet, ErrorCode, Limits, ProtocolRange, ProtocolVersion,
     VersionMismatch, status::Detail,
 };
-use crate::status::Violation;
 use crate::token::is_token;
+use crate::violation::Violation;
 
 /// The fixed message of an `INCOMPATIBLE_VERSION` status.
 pub const INCOMPATIBLE_VERSION_MESSAGE: &str = "no common protocol version";

@@ -1,4 +1,4 @@
-//! Request validators of section 1.6. Each returns `INVALID_ARGUMENT`
+//! Request validators (docs/protocol.md, "RPCs"). Each returns `INVALID_ARGUMENT`
 //! violations (except where a rule names another code).
 
 use prost::Message as _;

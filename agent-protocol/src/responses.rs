@@ -1,4 +1,4 @@
-//! Unary response validators (section 1.6): a failed response carries only
+//! Unary response validators (docs/protocol.md, "RPCs"): a failed response carries only
 //! its status; a success has its RPC's shape. All fit the message size.
 
 use prost::Message;

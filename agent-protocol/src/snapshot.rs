@@ -1,5 +1,5 @@
 //! Structural validation of snapshot envelopes and import requests (the
-//! protocol half of section 5.2). Keyed verification is behind
+//! protocol half of docs/snapshot-authority.md, "The envelope"). Keyed verification is behind
 //! [`SnapshotVerifier`]; the signing key lives with the run authority.
 
 use prost::Message as _;

@@ -1,7 +1,5 @@
-//! The typed status model (section 1.5): [`Violation`], [`validate_status`],
+//! The typed status model (docs/protocol.md, "Status model"): [`Violation`], [`validate_status`],
 //! ownership checks and the fixed-shape constructors.
-
-use std::fmt;
 
 use crate::limits::{MAX_ID_BYTES, MAX_NAME_BYTES, MAX_STATUS_MESSAGE_BYTES};
 use crate::negotiate::{validate_capability_names, validate_range};
@@ -11,88 +9,8 @@ use crate::pb::common::v1::{
 };
 use crate::token::is_token;
 
-/// A broken protocol rule: its [`ErrorCode`], a fixed message naming the rule
-/// (never text from the peer) and the detail the code requires.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Violation {
-    code: ErrorCode,
-    message: &'static str,
-    detail: Option<Detail>,
-}
-
-impl Violation {
-    /// A violation with `code` and no detail.
-    pub fn new(code: ErrorCode, message: &'static str) -> Self {
-        Self {
-            code,
-            message,
-            detail: None,
-        }
-    }
-
-    /// An `INVALID_ARGUMENT` violation: the peer sent something malformed.
-    pub fn invalid(message: &'static str) -> Self {
-        Self::new(ErrorCode::InvalidArgument, message)
-    }
-
-    /// An `INTERNAL` violation: our own inputs or outputs broke a rule.
-    pub fn internal(message: &'static str) -> Self {
-        Self::new(ErrorCode::Internal, message)
-    }
-
-    /// The same violation carrying `detail`.
-    pub fn with_detail(mut self, detail: Detail) -> Self {
-        self.detail = Some(detail);
-        self
-    }
-
-    /// The same rule reported under another code (preflight re-labels a
-    /// failed server-input check as `INTERNAL`, for example).
-    pub fn recode(mut self, code: ErrorCode) -> Self {
-        self.code = code;
-        self
-    }
-
-    /// The error code.
-    pub fn code(&self) -> ErrorCode {
-        self.code
-    }
-
-    /// The fixed message naming the broken rule.
-    pub fn message(&self) -> &'static str {
-        self.message
-    }
-
-    /// The typed detail, if the code carries one.
-    pub fn detail(&self) -> Option<&Detail> {
-        self.detail.as_ref()
-    }
-
-    /// The wire status of this violation.
-    pub fn into_status(self) -> Status {
-        Status {
-            code: self.code as i32,
-            message: self.message.to_owned(),
-            retryable: false,
-            operation_id: String::new(),
-            detail: self.detail,
-        }
-    }
-}
-
-impl fmt::Display for Violation {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.code.as_str_name(), self.message)
-    }
-}
-
-impl std::error::Error for Violation {}
-
-impl From<Violation> for Status {
-    fn from(violation: Violation) -> Self {
-        violation.into_status()
-    }
-}
+/// Re-exported: the status model is where callers look for it.
+pub use crate::violation::Violation;
 
 /// The success status: code OK and nothing else.
 pub fn ok_status() -> Status {
@@ -149,7 +67,7 @@ pub fn check_client_ownership(
 
 /// Validates a status by itself: OK carries nothing else; a non-OK status has
 /// a known code, a message token, an optional operation id token, and exactly
-/// the detail its code requires (section 1.5).
+/// the detail its code requires (docs/protocol.md, "Status model").
 pub fn validate_status(status: &Status) -> Result<(), Violation> {
     let code = ErrorCode::try_from(status.code)
         .map_err(|_| Violation::invalid("status code is unknown"))?;

@@ -1,4 +1,4 @@
-//! Event and interaction stream validators (section 1.6): run events and
+//! Event and interaction stream validators (docs/protocol.md, "Streams"): run events and
 //! batches, replay-control arithmetic, the replay cursor, interaction
 //! snapshots, deltas, the initial page and the stateful tail validator.
 
@@ -162,7 +162,7 @@ fn window_is_empty(earliest: u64, latest: u64) -> bool {
     earliest > 0 && latest < u64::MAX && earliest == latest + 1
 }
 
-/// A page-closing stream control (section 1.6 "StreamControl").
+/// A page-closing stream control (docs/protocol.md, "Streams").
 pub fn validate_stream_control(c: &StreamControl) -> Result<(), Violation> {
     let status = c
         .status

@@ -1,4 +1,4 @@
-//! The protocol's token rule and JSON value checks (section 0 of the reference).
+//! The protocol's token rule and JSON value checks (docs/protocol.md, "Tokens").
 
 use serde::de::IgnoredAny;
 

@@ -1,4 +1,4 @@
-//! Ports of the negotiation and Initialize cases of section 1.10.
+//! The negotiation and Initialize cases (docs/protocol.md, "Negotiation").
 
 mod support;
 

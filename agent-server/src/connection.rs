@@ -1,4 +1,4 @@
-//! Accepted connections the server can close by force (contract section 3.4, step 3).
+//! Accepted connections the server can close by force (the forced stop of docs/transport.md, "The daemon: boot and shutdown").
 //!
 //! tonic serves every connection on its own spawned task, and a graceful stop waits for
 //! each connection's streams to finish; a stream blocked on a client that stopped reading

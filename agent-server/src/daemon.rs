@@ -1,4 +1,4 @@
-//! The daemon: the boot order and teardown of contract section 3.12 around a [`Server`].
+//! The daemon: the boot order and teardown (docs/transport.md, "The daemon: boot and shutdown") around a [`Server`].
 //!
 //! Boot: generate the endpoint token → listen on the scope's socket → build the server →
 //! serve → publish the endpoint metadata. Teardown: withdraw the publication → shut the

@@ -1,5 +1,5 @@
 //! The local daemon's transport: the tonic `EngineService` over a current-user Unix socket
-//! (contract section 3), in front of a [`agent_daemon::RunHost`].
+//! (docs/transport.md), in front of a [`agent_daemon::RunHost`].
 //!
 //! - [`server::Server`]: authentication on every RPC (exactly one `authorization: Bearer`
 //!   value and the expected peer uid), the negotiated-session registry, Initialize with

@@ -1,5 +1,5 @@
-//! The negotiated-session registry (contract section 3.5) and the 1.3 initialization
-//! attempt records (section 3.6), under one lock so an attempt commits atomically with
+//! The negotiated-session registry and the 1.3 initialization attempt records
+//! (docs/transport.md, "What the server serves"), under one lock so an attempt commits atomically with
 //! its registry entry.
 
 use std::collections::HashMap;

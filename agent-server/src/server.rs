@@ -1,4 +1,4 @@
-//! Server construction and lifecycle (contract section 3.4): configuration bounds, serving
+//! Server construction and lifecycle (docs/transport.md, "The daemon: boot and shutdown"): configuration bounds, serving
 //! on a caller-owned Unix listener, and a shutdown that stops gracefully and forces a stop
 //! at the deadline. The server never closes the run host.
 
@@ -275,7 +275,7 @@ impl Server {
         Ok(())
     }
 
-    /// Stops serving (contract section 3.4): cancels the adapter root (stream observations
+    /// Stops serving (docs/transport.md, "The daemon: boot and shutdown"): cancels the adapter root (stream observations
     /// end, new RPCs are `Unavailable` "local daemon is stopping"), stops gracefully, and
     /// at `deadline` forces a stop: every connection is closed, which ends every RPC still
     /// blocked on a client (a tail whose client stopped reading), and the server waits

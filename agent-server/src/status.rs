@@ -1,5 +1,5 @@
 //! How a run-host failure becomes a typed status in a response, or a gRPC status
-//! (contract section 3.7, `lifecycleFailureStatus`).
+//! (docs/transport.md, "What the server serves").
 
 use agent_daemon::HostError;
 use agent_daemon::session::SessionError;
@@ -115,7 +115,7 @@ fn overload(message: &str, resource: &str, limit: u64, observed: u64) -> Status 
     }
 }
 
-/// A session failure during Initialize (section 3.6).
+/// A session failure during Initialize (docs/transport.md, "What the server serves").
 pub fn session_failure(error: &SessionError) -> Status {
     match error {
         SessionError::GateCapacity { resource, limit } => {

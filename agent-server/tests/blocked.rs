@@ -10,7 +10,7 @@
 //! [`DELTAS`] text deltas of [`CHUNK_BYTES`] each (far more than the subscription queue,
 //! the server's stream buffer and HTTP/2's windows hold together).
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +28,7 @@ use agent_protocol::pb::common::v1::status::Detail;
 use agent_protocol::pb::engine::v1 as pb;
 use agent_server::MAX_RECONNECT_WAITERS;
 use agent_server::fixture::{self, FixtureError, FixtureOptions};
-use common::*;
+use support::*;
 use tokio::sync::Notify;
 
 /// The flood definition's id and model.

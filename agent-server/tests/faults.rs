@@ -2,7 +2,7 @@
 //! dropped mid-stream, another uid kept out by the private directory. After each fault the
 //! daemon keeps serving the next client.
 
-mod common;
+mod support;
 
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
@@ -11,7 +11,7 @@ use agent_protocol::pb::common::v1::ErrorCode;
 use agent_protocol::pb::engine::v1 as pb;
 use agent_server::fixture::{FixtureOptions, PENDING_DEFINITION_ID};
 use bytes::{Buf, BufMut};
-use common::*;
+use support::*;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
 /// A codec that sends and receives message bytes as they are, so a test can put any

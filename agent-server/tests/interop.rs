@@ -4,12 +4,12 @@
 //! `tests/interop/requirements.txt`), which `.ci/run` creates; without it the test skips with
 //! one line saying how to create it, except under `CI`, where it is required.
 
-mod common;
+mod support;
 
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn python_grpcio_client_initializes_starts_streams_and_cancels() {

@@ -2,10 +2,10 @@
 //! the socket. Every run has a gap-free sequence and exactly one run terminal, nothing is
 //! lost, and the host's tables are bounded afterwards.
 
-mod common;
+mod support;
 
 use agent_server::fixture::{FixtureOptions, TEXT_DEFINITION_ID};
-use common::*;
+use support::*;
 
 /// Concurrent clients.
 const CLIENTS: usize = 64;

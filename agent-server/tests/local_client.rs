@@ -1,8 +1,9 @@
-//! The local client (reference 4.6) and the managed connector (4.7) against a real fixture
-//! daemon on a Unix socket in a temp dir: the 4.8 tests that need the endpoint store or
+//! The local client and the managed connector (docs/client.md, "The local client" and
+//! "Attach or start") against a real fixture daemon on a Unix socket in a temp dir: the
+//! client tests that need the endpoint store or
 //! the real server.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +22,7 @@ use agent_client_grpc::new_attempt_id;
 use agent_endpoint::store::METADATA_FILE;
 use agent_endpoint::{Metadata, Store, StoreError};
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID, TEXT_REPLY};
-use common::{Fixture, TempDir, bounded};
+use support::{Fixture, TempDir, bounded};
 
 fn request(claim: Option<c::ReconnectClaim>) -> c::InitializeRequest {
     let v = |minor| c::ProtocolVersion::new(1, minor, 0).unwrap();
@@ -304,7 +305,7 @@ async fn discovery_maps_only_exact_endpoint_absence() {
     )
     .await
     .unwrap();
-    let config = agent_server::DaemonConfig::new(fixture_scope(&fixture), host, common::build());
+    let config = agent_server::DaemonConfig::new(fixture_scope(&fixture), host, support::build());
     let daemon = agent_server::Daemon::start(config).await.unwrap();
     let third = bounded(discovery.discover()).await.unwrap();
     assert!(!third.shares_state_with(&first));

@@ -1,15 +1,15 @@
-//! The server over a real Unix socket (contract section 3.13): authentication, sessions,
+//! The server over a real Unix socket (docs/transport.md, "Tests"): authentication, sessions,
 //! attempts, lifecycle, streams and shutdown.
 
-mod common;
+mod support;
 
 use agent_endpoint::{Store, StoreError};
 use agent_protocol::pb::common::v1::ErrorCode;
 use agent_protocol::pb::engine::v1 as pb;
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID, TEXT_REPLY};
 use agent_server::{UNAUTHENTICATED_MESSAGE, attempt_fingerprint};
-use common::*;
 use prost::Message as _;
+use support::*;
 
 fn health(session: &(String, u64)) -> pb::HealthRequest {
     pb::HealthRequest {

@@ -3,7 +3,7 @@
 //! its origin, effect, replay safety and capabilities.
 //!
 //! The test builds the fault server itself (an example of agent-mcp, see
-//! `agent-mcp/tests/common/examples.rs`), so `cargo test -p coding-agent` needs nothing else.
+//! `agent-mcp/tests/support/examples.rs`), so `cargo test -p coding-agent` needs nothing else.
 //! Compiled only without the `openai` feature, whose provider replaces the offline one.
 #![cfg(not(feature = "openai"))]
 
@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 const AGENT: &str = env!("CARGO_BIN_EXE_agent");
 const PATIENCE: Duration = Duration::from_secs(30);
 
-#[path = "../../agent-mcp/tests/common/examples.rs"]
+#[path = "../../agent-mcp/tests/support/examples.rs"]
 mod agent_mcp_examples;
 
 fn fault_server() -> PathBuf {

@@ -8,41 +8,7 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{FnArg, Ident, LitStr, Pat, ReturnType, Signature, Type};
 
-/// The four accepted return forms.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Form {
-    /// `T`
-    Plain,
-    /// `Result<T, E>`
-    Result,
-    /// `Managed<T>`
-    Managed,
-    /// `Result<Managed<T>, E>`
-    ResultManaged,
-}
-
-impl Form {
-    /// The word used in descriptors.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Form::Plain => "plain",
-            Form::Result => "result",
-            Form::Managed => "managed",
-            Form::ResultManaged => "result_managed",
-        }
-    }
-
-    /// Parses the word used in descriptors.
-    pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "plain" => Form::Plain,
-            "result" => Form::Result,
-            "managed" => Form::Managed,
-            "result_managed" => Form::ResultManaged,
-            _ => return None,
-        })
-    }
-}
+pub use crate::bean::Form;
 
 /// One dependency of a factory.
 #[derive(Clone)]

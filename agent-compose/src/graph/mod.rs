@@ -1,7 +1,7 @@
 //! Phase 3, resolve: selects a bean for every dependency, detects cycles and orders
 //! construction. Pure data in, data or every independent error out.
 //!
-//! Each rule of ARCHITECTURE section 5 (`docs/architecture.md`, "Resolution") is one named
+//! Each rule of `docs/architecture.md`, "Resolution", is one named
 //! function, and each function's doc names its rule:
 //!
 //! | rule | function |

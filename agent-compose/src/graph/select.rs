@@ -1,5 +1,5 @@
 //! Selection: which beans a parameter receives. Single selection applies rules 1-7 of
-//! ARCHITECTURE section 5 in order, one function per rule; collections apply the order rule
+//! docs/architecture.md ("Resolution") in order, one function per rule; collections apply the order rule
 //! and, for maps, the name rule.
 
 use super::{Binding, Ctx};

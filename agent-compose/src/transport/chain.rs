@@ -192,7 +192,7 @@ pub fn read_finished(input: TokenStream) -> syn::Result<Finished> {
 }
 
 /// What a finisher receives for `descriptors` (brace groups) and `header`, as the chain
-/// would pass them; for tests and benchmarks that call [`super::finish::finish`] directly.
+/// would pass them; for tests and benchmarks that call [`crate::finish::finish`] directly.
 pub fn finisher_input(descriptors: TokenStream, header: TokenStream) -> TokenStream {
     let finisher = finisher(&CratePath::default());
     quote!({ #finisher } [] [ #descriptors ] { #header })

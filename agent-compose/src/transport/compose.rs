@@ -1,5 +1,5 @@
 //! `compose!`: parses the application header and the list of factories and sets, then starts
-//! the descriptor chain that ends in the finisher ([`super::finish`]).
+//! the descriptor chain that ends in the finisher ([`crate::finish`]).
 
 use crate::diag;
 use crate::runtime::CratePath;

@@ -11,8 +11,7 @@
 //! follows from a written type is recomputed here instead of travelling: a parameter's
 //! shape, the bean type it asks for, and every key.
 
-use crate::attr::BeanKind;
-use crate::attr::signature::Form;
+use crate::bean::{BeanKind, Form};
 use crate::key::ParamShape;
 use proc_macro2::{Span, TokenStream};
 use quote::{ToTokens, quote};

@@ -337,6 +337,25 @@ fn classify(shared: &RunShared, failure: RunError) -> RunError {
     }
 }
 
+/// Writes a `*.started` event. If the write fails, the run fails with the classified
+/// failure; if the event was committed all the same, the pair `failed` builds from the
+/// failure's code is written first, so no started event is left without its end.
+async fn emit_started(
+    shared: &Arc<RunShared>,
+    started: Event,
+    failed: impl FnOnce(FailureCode) -> Event,
+) -> Result<(), RunError> {
+    let Err(error) = shared.emit(started, false).await else {
+        return Ok(());
+    };
+    let committed = error.committed();
+    let failure = classify(shared, failure_for(error));
+    if committed {
+        let _ = shared.emit(failed(failure.code), true).await;
+    }
+    Err(failure)
+}
+
 async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), RunError> {
     let max_turns = shared.agent.max_turns();
     if state.fresh {
@@ -347,18 +366,10 @@ async fn run_loop(shared: &Arc<RunShared>, state: &mut LoopState) -> Result<(), 
     }
     let mut turn = state.completed_turns + 1;
     while turn <= max_turns {
-        if let Err(error) = shared.emit(Event::TurnStarted { turn }, false).await {
-            let committed = error.committed();
-            let failure = classify(shared, failure_for(error));
-            if committed {
-                let failed = Event::TurnFailed {
-                    turn,
-                    code: failure.code,
-                };
-                let _ = shared.emit(failed, true).await;
-            }
-            return Err(failure);
-        }
+        emit_started(shared, Event::TurnStarted { turn }, |code| {
+            Event::TurnFailed { turn, code }
+        })
+        .await?;
         let result = match run_turn(shared, state, turn).await {
             // An event written outside the loop's own path (a host's interaction) failed.
             Ok(_) if let Some(failure) = shared.take_emission_failure() => Err(failure),
@@ -465,19 +476,14 @@ async fn model_turn(
         // grow every run's task.
         Box::pin(settle(shared, state, turn)).await?;
     }
-    if let Err(error) = shared.emit(Event::ModelStarted { turn }, false).await {
-        let committed = error.committed();
-        let failure = classify(shared, failure_for(error));
-        if committed {
-            let failed = Event::ModelFailed {
-                problem: failure.code.as_str().to_owned(),
-                retryable: false,
-                before_stream: true,
-            };
-            let _ = shared.emit(failed, true).await;
+    emit_started(shared, Event::ModelStarted { turn }, |code| {
+        Event::ModelFailed {
+            problem: code.as_str().to_owned(),
+            retryable: false,
+            before_stream: true,
         }
-        return Err(failure);
-    }
+    })
+    .await?;
     // Built after `model.started` and handed to the provider before the operation's first
     // await, so no future of the turn holds the request.
     let request = ModelRequest::from_checked_parts(
@@ -760,16 +766,17 @@ async fn run_call(
     )
     .map_err(|e| RunError::with(FailureCode::ToolFailed, e))?;
     let started = Event::ToolStarted(started);
-    if let Err(error) = shared.emit(started, false).await {
-        let committed = error.committed();
-        let failure = classify(shared, failure_for(error));
-        if committed {
-            state.round[index].progress = CallProgress::Started;
-            emit_tool_failed(shared, call_id, name, failure.code, None).await;
-        }
-        return Err(failure);
+    let mut committed = false;
+    let written = emit_started(shared, started, |code| {
+        committed = true;
+        Event::ToolFailed(ToolFailed::new(call_id.clone(), name.clone(), code, None))
+    })
+    .await;
+    // A started event that was committed is a started call, whatever the write reported.
+    if written.is_ok() || committed {
+        state.round[index].progress = CallProgress::Started;
     }
-    state.round[index].progress = CallProgress::Started;
+    written?;
     if facts.is_none() {
         state.round[index].progress =
             CallProgress::Failed(ExecutionState::Definitive, RetryDisposition::Never);

@@ -4,7 +4,7 @@
 //! A fresh task per run costs a task cell, which tokio aligns to a cache line: glibc's
 //! allocator serves no aligned allocation from its per-thread cache (2.36 splits a larger
 //! chunk for every one), so that one allocation cost three to four ordinary ones on the text
-//! run's path (docs/performance.md, "Ninth pass"). So a task whose run has ended waits,
+//! run's path (docs/performance.md, "Kernel engine"). So a task whose run has ended waits,
 //! listed on its thread, for the next run started on that thread for the same runtime, up to
 //! [`IDLE_TASKS_PER_THREAD`] of them; past the bound it ends.
 //!

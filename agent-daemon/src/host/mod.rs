@@ -1,4 +1,4 @@
-//! The run host (contract section 2.7): composes the engine, the run authority, sessions,
+//! The run host (docs/daemon.md, "The run host"): composes the engine, the run authority, sessions,
 //! the ledger and the pending router. `docs/daemon.md` draws every ordering.
 //!
 //! This file holds the configuration, the budgets, the shared state and its bookkeeping;
@@ -9,14 +9,14 @@ use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use agent_authority::{ActiveRun, ErrorKind, Lifecycle, SnapshotEnvelope, Store};
+use agent_authority::{ActiveRun, AuthorityError, ErrorKind, Lifecycle, SnapshotEnvelope, Store};
 use agent_core::agent::{Engine, Run, RunStatus, SnapshotStatus};
 use agent_core::interaction::Scope;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::definition::DefinitionSet;
-use crate::error::{Class, Failure, HostError, abandon, commit};
+use crate::error::{Class, Failure, HostError, abandon, authority, commit};
 use crate::ledger::Ledger;
 use crate::pending::{PendingRouter, RunBinding};
 use crate::session::{MAX_STREAM_LEASES, SessionStore};
@@ -302,6 +302,15 @@ impl Inner {
             ErrorKind::Unavailable => Degradation::AuthorityUnavailable,
             _ => Degradation::CleanupUnavailable,
         });
+    }
+
+    /// A failed durable authority write (a start's ACTIVE record, a suspension's snapshot, a
+    /// local resume's ACTIVE record) as the operation's failure, with the health degradation
+    /// it implies. Refusals before anything durable (an import's preparation) map through
+    /// [`authority`] alone: they say nothing about the host's health.
+    fn durable_failure(&self, error: &AuthorityError) -> Failure {
+        self.degrade_authority(error.kind());
+        authority(error)
     }
 
     fn begin(&self) -> Result<Inflight<'_>, HostError> {

@@ -10,8 +10,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::mutation::acquire;
-use super::{Degradation, Hosted, RunHost, Slot, Success, Transition, kinds};
-use crate::error::{Failure, HostError, abandon, authority, commit, uncertain};
+use super::{Hosted, RunHost, Slot, Success, Transition, kinds};
+use crate::error::{Failure, HostError, abandon, authority, commit};
 use crate::ledger::canonical_digest;
 use crate::pending::RunBinding;
 use crate::session::Session;
@@ -81,10 +81,10 @@ impl RunHost {
         if inner.root.is_cancelled() {
             return Err(abandon(HostError::Closed));
         }
-        let owner = inner.authority.start(&run_id).map_err(|error| {
-            inner.degrade_authority(error.kind());
-            authority(&error)
-        })?;
+        let owner = inner
+            .authority
+            .start(&run_id)
+            .map_err(|error| inner.durable_failure(&error))?;
         let run = paused.activate();
         let plan_id = run.plan_id().to_string();
         self.publish(&mut slot, client, run, owner, binding);
@@ -208,9 +208,9 @@ impl RunHost {
         let (owner, run) = import
             .complete(EngineImport::new(prepared, inner.runs_root.clone()))
             .map_err(|error| {
+                // Only an uncertain completion wrote anything durable.
                 if error.kind() == ErrorKind::Uncertain {
-                    inner.degrade(Degradation::AuthorityUncertain);
-                    uncertain()
+                    inner.durable_failure(&error)
                 } else {
                     authority(&error)
                 }

@@ -7,10 +7,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::mutation::acquire;
 use super::{Degradation, Hosted, RunHost, Success, Transition, kinds};
-use crate::error::{Failure, HostError, abandon, authority, commit, uncertain};
+use crate::error::{Failure, HostError, abandon, commit, uncertain};
 use crate::session::Session;
 
-/// Waits for `token` or the host root, whichever first; the caller's wait is abandoned.
+/// Takes the run's transition lock, or abandons with `Cancelled` if `op` (the operation's
+/// token, a child of the host root) is cancelled first.
 async fn lock_transition<'a>(
     hosted: &'a Hosted,
     op: &CancellationToken,
@@ -89,13 +90,9 @@ impl RunHost {
             Ok(envelope) => transition.envelope = Some(envelope),
             Err(error) if error.kind() == ErrorKind::Uncertain => {
                 hosted.run.cancel();
-                inner.degrade(Degradation::AuthorityUncertain);
-                return Err(uncertain());
+                return Err(inner.durable_failure(&error));
             }
-            Err(error) => {
-                inner.degrade_authority(error.kind());
-                return Err(restore(authority(&error)));
-            }
+            Err(error) => return Err(restore(inner.durable_failure(&error))),
         }
         drop(lease);
         Ok(Success::Suspended { sequence })
@@ -147,13 +144,9 @@ impl RunHost {
             Ok(()) => transition.envelope = None,
             Err(error) if error.kind() == ErrorKind::Uncertain => {
                 hosted.run.cancel();
-                inner.degrade(Degradation::AuthorityUncertain);
-                return Err(uncertain());
+                return Err(inner.durable_failure(&error));
             }
-            Err(error) => {
-                inner.degrade_authority(error.kind());
-                return Err(authority(&error));
-            }
+            Err(error) => return Err(inner.durable_failure(&error)),
         }
         drop(lease);
         Ok(Success::Resumed { next_sequence })

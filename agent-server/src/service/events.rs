@@ -1,4 +1,4 @@
-//! StreamEvents (contract section 3.8): replay, then the live tail, as framed pages.
+//! StreamEvents (docs/transport.md, "What the server serves"): replay, then the live tail, as framed pages.
 
 use std::pin::Pin;
 
@@ -10,14 +10,12 @@ use agent_protocol::pb::engine::v1::stream_events_response::Payload as EventPayl
 use agent_protocol::requests::validate_stream_events_request;
 use agent_protocol::status::{Violation, ok_status, overload_status};
 use agent_protocol::stream::{check_replay_cursor, failed_stream_control, validate_event_page};
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
 use crate::status::{internal, lifecycle_failure};
 
 use super::envelope::event_to_wire;
-use super::{OpenStream, Reply, STREAM_BUFFER, Service};
+use super::{Reply, Service};
 
 impl Service {
     pub(super) async fn open_event_stream(
@@ -101,62 +99,58 @@ impl Service {
         if validate_event_page(r.after_sequence, &frames, &negotiated).is_err() {
             return fail(internal());
         }
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let root = self.shared.root.clone();
-        let open = OpenStream::new(&self.shared.open_streams);
-        self.shared.tasks.spawn(async move {
-            // Locals drop in reverse: the observation (and its lease) before the count.
-            let _open = open;
-            let mut observation = observation;
-            for frame in frames {
-                if tx.send(Ok(frame)).await.is_err() {
+        self.start_stream(
+            observation,
+            frames,
+            move |mut observation, tx, root| async move {
+                if !tailing {
+                    observation.close();
                     return;
                 }
-            }
-            if !tailing {
-                observation.close();
-                return;
-            }
-            let mut last = page_last;
-            loop {
-                let next = tokio::select! {
-                    next = observation.next_or_lag() => next,
-                    () = tx.closed() => return,
-                    () = root.cancelled() => return,
-                };
-                let envelope = match next {
-                    Ok(Some(envelope)) => envelope,
-                    // The log ended, or a fence (reconnect, shutdown): end quietly.
-                    Ok(None) => return,
-                    // The subscriber fell behind the bounded tail: say so, with the exact
-                    // cursor to replay from, rather than end as if the run had.
-                    Err(lag) => {
-                        let control = pb::StreamControl {
-                            status: Some(overload_status(lag.resource, lag.limit, lag.observed)),
-                            last_delivered_sequence: lag.last_delivered,
-                            ..Default::default()
-                        };
-                        let _ = tx.send(Ok(control_frame(control))).await;
+                let mut last = page_last;
+                loop {
+                    let next = tokio::select! {
+                        next = observation.next_or_lag() => next,
+                        () = tx.closed() => return,
+                        () = root.cancelled() => return,
+                    };
+                    let envelope = match next {
+                        Ok(Some(envelope)) => envelope,
+                        // The log ended, or a fence (reconnect, shutdown): end quietly.
+                        Ok(None) => return,
+                        // The subscriber fell behind the bounded tail: say so, with the exact
+                        // cursor to replay from, rather than end as if the run had.
+                        Err(lag) => {
+                            let control = pb::StreamControl {
+                                status: Some(overload_status(
+                                    lag.resource,
+                                    lag.limit,
+                                    lag.observed,
+                                )),
+                                last_delivered_sequence: lag.last_delivered,
+                                ..Default::default()
+                            };
+                            let _ = tx.send(Ok(control_frame(control))).await;
+                            return;
+                        }
+                    };
+                    let Some(event) = event_to_wire(&envelope).filter(|e| e.sequence == last + 1)
+                    else {
+                        let _ = tx
+                            .send(Ok(control_frame(failed_stream_control(internal()))))
+                            .await;
+                        return;
+                    };
+                    last = event.sequence;
+                    let frame = pb::StreamEventsResponse {
+                        payload: Some(EventPayload::Event(event)),
+                    };
+                    if tx.send(Ok(frame)).await.is_err() {
                         return;
                     }
-                };
-                let Some(event) = event_to_wire(&envelope).filter(|e| e.sequence == last + 1)
-                else {
-                    let _ = tx
-                        .send(Ok(control_frame(failed_stream_control(internal()))))
-                        .await;
-                    return;
-                };
-                last = event.sequence;
-                let frame = pb::StreamEventsResponse {
-                    payload: Some(EventPayload::Event(event)),
-                };
-                if tx.send(Ok(frame)).await.is_err() {
-                    return;
                 }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+            },
+        )
     }
 }
 

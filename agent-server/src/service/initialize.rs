@@ -1,4 +1,4 @@
-//! Initialize (contract section 3.5): attempt replay, session registration, the attempt
+//! Initialize (docs/transport.md, "What the server serves"): attempt replay, session registration, the attempt
 //! fingerprint.
 
 use std::sync::Arc;

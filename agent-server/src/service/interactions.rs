@@ -1,4 +1,4 @@
-//! StreamInteractions (contract section 3.9): the pending snapshot, then its deltas, and
+//! StreamInteractions (docs/transport.md, "What the server serves"): the pending snapshot, then its deltas, and
 //! the failure frame that fits the message bound.
 
 use agent_core::interaction::PendingSnapshot;
@@ -9,8 +9,6 @@ use agent_protocol::pb::engine::v1 as pb;
 use agent_protocol::status::{ok_status, overload_status};
 use agent_protocol::stream::{InteractionTailValidator, validate_interaction_stream_page};
 use prost::Message as _;
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response};
 
 use crate::status::{internal, lifecycle_failure};
@@ -18,7 +16,7 @@ use crate::status::{internal, lifecycle_failure};
 use super::envelope::{delta_to_wire, pending_to_wire};
 use super::events::{BoxStream, one_frame};
 use super::lifecycle::invalid_status;
-use super::{OpenStream, Reply, STREAM_BUFFER, Service};
+use super::{Reply, Service};
 
 impl Service {
     pub(super) async fn open_interaction_stream(
@@ -139,57 +137,49 @@ impl Service {
         let Ok(mut validator) = InteractionTailValidator::new(&frames, &negotiated) else {
             return fail(internal());
         };
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let root = self.shared.root.clone();
-        let open = OpenStream::new(&self.shared.open_streams);
-        self.shared.tasks.spawn(async move {
-            // Locals drop in reverse: the observation (and its lease) before the count.
-            let _open = open;
-            let mut observation = observation;
-            for frame in frames {
-                if tx.send(Ok(frame)).await.is_err() {
-                    return;
-                }
-            }
-            loop {
-                let next = tokio::select! {
-                    next = observation.next() => next,
-                    () = tx.closed() => return,
-                    () = root.cancelled() => return,
-                };
-                let Some(delta) = next else {
-                    // Cut off for a queue bound: say so with the exact facts. Otherwise
-                    // fenced (reconnect, shutdown) or closed: end quietly.
-                    if let Some(exhausted) = observation.exhausted() {
-                        let control = pb::InteractionStreamControl {
-                            status: Some(overload_status(
-                                exhausted.resource,
-                                exhausted.limit as u64,
-                                exhausted.observed as u64,
-                            )),
-                            latest_revision: exhausted.last_delivered,
-                            page_last_revision: exhausted.last_delivered,
-                            ..Default::default()
-                        };
-                        let _ = tx.send(interaction_failure_frame(control, bound)).await;
+        self.start_stream(
+            observation,
+            frames,
+            move |mut observation, tx, root| async move {
+                loop {
+                    let next = tokio::select! {
+                        next = observation.next() => next,
+                        () = tx.closed() => return,
+                        () = root.cancelled() => return,
+                    };
+                    let Some(delta) = next else {
+                        // Cut off for a queue bound: say so with the exact facts. Otherwise
+                        // fenced (reconnect, shutdown) or closed: end quietly.
+                        if let Some(exhausted) = observation.exhausted() {
+                            let control = pb::InteractionStreamControl {
+                                status: Some(overload_status(
+                                    exhausted.resource,
+                                    exhausted.limit as u64,
+                                    exhausted.observed as u64,
+                                )),
+                                latest_revision: exhausted.last_delivered,
+                                page_last_revision: exhausted.last_delivered,
+                                ..Default::default()
+                            };
+                            let _ = tx.send(interaction_failure_frame(control, bound)).await;
+                        }
+                        return;
+                    };
+                    let frame = delta_to_wire(&delta, &validator);
+                    let accepted = frame
+                        .as_ref()
+                        .is_some_and(|frame| validator.accept(frame).is_ok());
+                    let Some(frame) = frame.filter(|_| accepted) else {
+                        let failure = interaction_failure_frame(failure_control(internal()), bound);
+                        let _ = tx.send(failure).await;
+                        return;
+                    };
+                    if tx.send(Ok(frame)).await.is_err() {
+                        return;
                     }
-                    return;
-                };
-                let frame = delta_to_wire(&delta, &validator);
-                let accepted = frame
-                    .as_ref()
-                    .is_some_and(|frame| validator.accept(frame).is_ok());
-                let Some(frame) = frame.filter(|_| accepted) else {
-                    let failure = interaction_failure_frame(failure_control(internal()), bound);
-                    let _ = tx.send(failure).await;
-                    return;
-                };
-                if tx.send(Ok(frame)).await.is_err() {
-                    return;
                 }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+            },
+        )
     }
 }
 
@@ -201,7 +191,7 @@ fn failure_control(status: Status) -> pb::InteractionStreamControl {
     }
 }
 
-/// A failure control as a frame that fits `max_message_bytes` (contract section 3.9): the
+/// A failure control as a frame that fits `max_message_bytes` (docs/transport.md, "What the server serves"): the
 /// control itself; if it does not fit, an `INTERNAL` control; if that does not fit either,
 /// gRPC `ResourceExhausted` instead of a frame.
 pub(crate) fn interaction_failure_frame(

@@ -1,4 +1,4 @@
-//! The unary lifecycle handlers (contract section 3.7): Health, StartRun, CancelRun,
+//! The unary lifecycle handlers (docs/transport.md, "What the server serves"): Health, StartRun, CancelRun,
 //! RespondInteraction, SuspendRun, ResumeRun, ExportSnapshot, ImportSnapshot.
 
 use agent_core::interaction::InteractionResponse;
@@ -72,7 +72,7 @@ fn single_text(message: Option<&pb::Message>) -> Option<String> {
     }
 }
 
-/// What one unary lifecycle call carries through the common order of contract section 3.7:
+/// What one unary lifecycle call carries through the common order of docs/transport.md ("What the server serves"):
 /// the client operation id its failures echo and the mutation an uncertain outcome names
 /// (none for Health and ExportSnapshot). Each handler states its own steps 6 and 7 (the
 /// client values and the host call); this type holds the failure mapping and step 8.

@@ -1,4 +1,4 @@
-//! The `EngineService` handlers over a [`RunHost`] (contract sections 3.3 and 3.5-3.9).
+//! The `EngineService` handlers over a [`RunHost`] (docs/transport.md, "What the server serves").
 
 mod envelope;
 mod events;
@@ -119,6 +119,47 @@ pub(crate) struct Service {
 
 type Reply<T> = Result<Response<T>, tonic::Status>;
 
+/// Where a stream task writes its frames.
+type FrameSender<T> = tokio::sync::mpsc::Sender<Result<T, tonic::Status>>;
+
+impl Service {
+    /// Starts a stream, the same way for every streaming RPC: counts it in
+    /// [`Shared::open_streams`], opens a channel of [`STREAM_BUFFER`] frames, and spawns a task
+    /// that sends the validated first `frames` and then runs `tail` with the observation, the
+    /// channel and the server's root token. The observation (and its stream lease) drops
+    /// before the count, whether the subscriber left during the first frames or the tail ended.
+    fn start_stream<T, O, F, Fut>(
+        &self,
+        observation: O,
+        frames: Vec<T>,
+        tail: F,
+    ) -> Reply<events::BoxStream<T>>
+    where
+        T: Send + 'static,
+        O: Send + 'static,
+        F: FnOnce(O, FrameSender<T>, CancellationToken) -> Fut + Send + 'static,
+        Fut: std::future::Future<Output = ()> + Send,
+    {
+        let (tx, rx) = tokio::sync::mpsc::channel(STREAM_BUFFER);
+        let root = self.shared.root.clone();
+        let open = OpenStream::new(&self.shared.open_streams);
+        self.shared.tasks.spawn(async move {
+            // Locals drop in reverse: the observation before the count.
+            let _open = open;
+            let observation = observation;
+            for frame in frames {
+                if tx.send(Ok(frame)).await.is_err() {
+                    return;
+                }
+            }
+            tail(observation, tx, root).await;
+        });
+        Ok(Response::new(Box::pin(
+            tokio_stream::wrappers::ReceiverStream::new(rx),
+        )))
+    }
+}
+
 fn reply<T>(value: T) -> Reply<T> {
     Ok(Response::new(value))
 }
@@ -214,7 +255,7 @@ impl Service {
         Ok(entry)
     }
 
-    /// Steps 2-5 of section 3.7 for one request.
+    /// Steps 2-5 of the common order (docs/transport.md, "What the server serves") for one request.
     fn prepare(
         &self,
         client_id: &str,

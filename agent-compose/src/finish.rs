@@ -2,7 +2,7 @@
 //! by the chain header, either writes a relay or bean-set macro that passes the
 //! descriptors on, or parses them, resolves the graph ([`crate::graph`]), plans construction
 //! ([`crate::plan`]) and generates the application ([`crate::codegen`]), or the stub after
-//! an error.
+//! an error. It drives every phase, so it sits above them all, beside the crate root.
 
 use crate::codegen;
 use crate::diag;
