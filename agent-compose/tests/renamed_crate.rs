@@ -55,7 +55,7 @@ fn a_modifier_above_moves_below_without_naming_the_crate() {
         ),
     );
     assert!(!names_agent_core(&moved), "{moved}");
-    let item: agent_compose::attr::expand::FactoryFn = syn::parse2(moved).unwrap();
+    let item: agent_compose::attr::item::FactoryFn = syn::parse2(moved).unwrap();
     let out = bean::expand(BeanKind::Bean, quote!(crate = agent), {
         let attrs = item.attrs.iter().skip(1);
         let (vis, sig, body) = (&item.vis, &item.sig, &item.body);

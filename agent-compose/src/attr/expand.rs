@@ -17,6 +17,7 @@
 //!   `#[model_provider]`, `#[stage]`).
 
 use crate::attr::args::{self, BeanKind, BeanMeta, Modifier};
+use crate::attr::item::FactoryFn;
 use crate::attr::signature;
 use crate::attr::typed;
 use crate::diag::{self, Code, Errors};
@@ -28,57 +29,8 @@ use crate::runtime::CratePath;
 use crate::transport::descriptor::{Descriptor, ParamDesc};
 use proc_macro2::{Span, TokenStream};
 use quote::{quote, quote_spanned};
-use syn::parse::{Parse, ParseStream};
 use syn::spanned::Spanned;
-use syn::{Attribute, FnArg, LitStr, Signature, Visibility};
-
-/// A function item of which only the attributes, visibility and signature are parsed: the
-/// body is kept as the tokens written. Parsing and re-printing a body is most of the work of
-/// expanding an attribute that never looks at it, and a syntax error inside it is then
-/// reported by rustc as such, not as "not a function".
-pub struct FactoryFn {
-    /// Outer attributes.
-    pub attrs: Vec<Attribute>,
-    /// Visibility.
-    pub vis: Visibility,
-    /// The signature.
-    pub sig: Signature,
-    /// The body, a brace-delimited group, untouched.
-    pub body: proc_macro2::Group,
-}
-
-impl Parse for FactoryFn {
-    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        let attrs = input.call(Attribute::parse_outer)?;
-        let vis = input.parse()?;
-        let sig = input.parse()?;
-        let body: proc_macro2::Group = input.parse()?;
-        if body.delimiter() != proc_macro2::Delimiter::Brace {
-            return Err(syn::Error::new(body.span(), "expected a function body"));
-        }
-        if !input.is_empty() {
-            return Err(input.error("unexpected tokens after the function"));
-        }
-        Ok(FactoryFn {
-            attrs,
-            vis,
-            sig,
-            body,
-        })
-    }
-}
-
-impl quote::ToTokens for FactoryFn {
-    fn to_tokens(&self, tokens: &mut TokenStream) {
-        let FactoryFn {
-            attrs,
-            vis,
-            sig,
-            body,
-        } = self;
-        tokens.extend(quote!(#(#attrs)* #vis #sig #body));
-    }
-}
+use syn::{Attribute, FnArg, LitStr};
 
 /// Everything a bean attribute learned about its factory.
 pub struct Analysis {

@@ -6,6 +6,7 @@
 
 pub mod args;
 pub mod expand;
+pub mod item;
 pub mod signature;
 pub mod typed;
 

@@ -17,7 +17,7 @@
 //! hand-written tool factory and tool collection uses; rustc checks the typed binding, so a
 //! consumer whose `Tool` is another trait fails to compile rather than wire silently.
 
-use crate::attr::expand::FactoryFn;
+use crate::attr::item::FactoryFn;
 use crate::diag::{Code, Errors};
 use crate::key;
 use crate::naming::{self, Name};
