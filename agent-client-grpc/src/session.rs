@@ -475,6 +475,32 @@ impl Lifetime {
     }
 }
 
+/// A lifetime's end as the background readers watch it across loop turns.
+///
+/// The readers race it in two `select!`s per turn; once it has resolved it
+/// must not be polled again (an `async` block panics when resumed after
+/// completion), so this remembers that it fired and answers at once after.
+struct Stop {
+    wait: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    fired: bool,
+}
+
+impl Stop {
+    fn new(life: &Lifetime) -> Self {
+        Self {
+            wait: Box::pin(life.wait()),
+            fired: false,
+        }
+    }
+    /// Resolves once the lifetime has ended; cancel-safe, and again at once after.
+    async fn fired(&mut self) {
+        if !self.fired {
+            self.wait.as_mut().await;
+            self.fired = true;
+        }
+    }
+}
+
 /// Runs `fut` unless the lifetime ends first.
 async fn until_closed<T>(
     life: &Lifetime,
@@ -643,17 +669,16 @@ async fn open_events(
         });
     }
     let (tx, rx) = mpsc::channel(STREAM_BUFFER_FRAMES);
-    let stop = life.wait();
+    let mut stop = Stop::new(&life);
     let run = cursor.run().clone();
     let epoch = shared.epoch();
     tokio::spawn(async move {
         let _guard = guard;
-        let mut stop = std::pin::pin!(stop);
         let mut expected = last;
         loop {
             let item = tokio::select! {
                 biased;
-                _ = &mut stop => Err(c::Error::Closed),
+                () = stop.fired() => Err(c::Error::Closed),
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,
@@ -665,7 +690,7 @@ async fn open_events(
             // a fence waits for it.
             let sent = tokio::select! {
                 biased;
-                _ = &mut stop => false,
+                () = stop.fired() => false,
                 r = tx.send(item) => r.is_ok(),
             };
             if !sent || end {
@@ -792,14 +817,13 @@ async fn open_interactions(
         None
     };
     let (tx, rx) = mpsc::channel(STREAM_BUFFER_FRAMES);
-    let stop = life.wait();
+    let mut stop = Stop::new(&life);
     tokio::spawn(async move {
         let _guard = guard;
-        let mut stop = std::pin::pin!(stop);
         loop {
             let item = tokio::select! {
                 biased;
-                _ = &mut stop => Err(c::Error::Closed),
+                () = stop.fired() => Err(c::Error::Closed),
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,
@@ -814,7 +838,7 @@ async fn open_interactions(
             // a fence waits for it.
             let sent = tokio::select! {
                 biased;
-                _ = &mut stop => false,
+                () = stop.fired() => false,
                 r = tx.send(item) => r.is_ok(),
             };
             if !sent || end {
