@@ -488,6 +488,32 @@ impl Lifetime {
     }
 }
 
+/// A lifetime's end as the background readers watch it across loop turns.
+///
+/// The readers race it in two `select!`s per turn; once it has resolved it
+/// must not be polled again (an `async` block panics when resumed after
+/// completion), so this remembers that it fired and answers at once after.
+struct Stop {
+    wait: std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    fired: bool,
+}
+
+impl Stop {
+    fn new(life: &Lifetime) -> Self {
+        Self {
+            wait: Box::pin(life.wait()),
+            fired: false,
+        }
+    }
+    /// Resolves once the lifetime has ended; cancel-safe, and again at once after.
+    async fn fired(&mut self) {
+        if !self.fired {
+            self.wait.as_mut().await;
+            self.fired = true;
+        }
+    }
+}
+
 /// Runs `fut` unless the lifetime ends first.
 async fn until_closed<T>(
     life: &Lifetime,
@@ -656,19 +682,16 @@ async fn open_events(
         });
     }
     let (tx, rx) = mpsc::channel(STREAM_BUFFER_FRAMES);
-    let stop = life.wait();
+    let mut stop = Stop::new(&life);
     let run = cursor.run().clone();
     let epoch = shared.epoch();
     tokio::spawn(async move {
         let _guard = guard;
-        let mut stop = std::pin::pin!(stop);
         let mut expected = last;
         loop {
             let item = tokio::select! {
                 biased;
-                // Closed: end at once. The reader's `next` reports `Closed` from the
-                // lifetime, and `stop` (finished) must not be polled again below.
-                _ = &mut stop => break,
+                () = stop.fired() => Err(c::Error::Closed),
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,
@@ -680,7 +703,7 @@ async fn open_events(
             // a fence waits for it.
             let sent = tokio::select! {
                 biased;
-                _ = &mut stop => false,
+                () = stop.fired() => false,
                 r = tx.send(item) => r.is_ok(),
             };
             if !sent || end {
@@ -807,16 +830,13 @@ async fn open_interactions(
         None
     };
     let (tx, rx) = mpsc::channel(STREAM_BUFFER_FRAMES);
-    let stop = life.wait();
+    let mut stop = Stop::new(&life);
     tokio::spawn(async move {
         let _guard = guard;
-        let mut stop = std::pin::pin!(stop);
         loop {
             let item = tokio::select! {
                 biased;
-                // Closed: end at once. The reader's `next` reports `Closed` from the
-                // lifetime, and `stop` (finished) must not be polled again below.
-                _ = &mut stop => break,
+                () = stop.fired() => Err(c::Error::Closed),
                 m = stream.message() => match m {
                     Err(s) => Err(transport_error(&s)),
                     Ok(None) => break,
@@ -831,7 +851,7 @@ async fn open_interactions(
             // a fence waits for it.
             let sent = tokio::select! {
                 biased;
-                _ = &mut stop => false,
+                () = stop.fired() => false,
                 r = tx.send(item) => r.is_ok(),
             };
             if !sent || end {

@@ -343,6 +343,54 @@ async fn a_wrong_owner_is_indistinguishable_from_an_unknown_run() {
     finished(&h, &owner, &run).await;
 }
 
+/// A respond repeated with its operation id (same run, interaction and value) gets the
+/// committed outcome flagged duplicate; another value under that id conflicts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_respond_is_reported_as_a_duplicate() {
+    use agent_core::interaction::{Broker as _, InteractionRequest, InteractionResponse, Scope};
+    let dir = TempDir::new("respond-dup");
+    let h = Harness::new(&dir.store_dir());
+    let s = h.session();
+    let ctx = CancellationToken::new();
+    let (started, _) = h.host.start(&ctx, &s, start("op", TOOL)).await.unwrap();
+    let run = run_id(&started);
+    let (router, scope) = (h.router.clone(), Scope::new(run.as_str()).unwrap());
+    let request = InteractionRequest::new(
+        "i1",
+        "confirm",
+        "May I?",
+        serde_json::json!({"type": "boolean"}),
+    )
+    .unwrap();
+    let asked = tokio::spawn(async move {
+        router
+            .request(&scope, &request, &CancellationToken::new())
+            .await
+    });
+    bounded(async {
+        while h.router.snapshot(s.client_id()).pending().is_empty() {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    let answer = |value| InteractionResponse::new("i1", serde_json::json!(value)).unwrap();
+    let first = h.host.respond(&ctx, &s, "answer", &run, answer(true)).await;
+    assert_eq!(first, Ok((Success::Responded, false)));
+    assert_eq!(
+        bounded(asked).await.unwrap().unwrap().value(),
+        &serde_json::json!(true)
+    );
+    let again = h.host.respond(&ctx, &s, "answer", &run, answer(true)).await;
+    assert_eq!(again, Ok((Success::Responded, true)));
+    let conflicting = h
+        .host
+        .respond(&ctx, &s, "answer", &run, answer(false))
+        .await;
+    assert_eq!(conflicting, Err(HostError::Conflict));
+    h.gate.add_permits(1);
+    finished(&h, &s, &run).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflicting_duplicate_does_not_start_a_second_run() {
     let dir = TempDir::new("conflict");

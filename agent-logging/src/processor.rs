@@ -14,8 +14,8 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_core::event::{
-    Envelope, Event, EventKind, Observer, ObserverError, ToolCompleted, ToolFailed, ToolOutcome,
-    ToolStarted,
+    Envelope, Event, EventKind, FailureCode, Observer, ObserverError, ToolCompleted, ToolFailed,
+    ToolOutcome, ToolStarted,
 };
 use agent_core::tool::BoxFuture;
 use agent_core::tool::{Capability, Effect, ExecutionState, RetryDisposition};
@@ -494,6 +494,15 @@ impl Consumer {
                     turn = *turn
                 )
             }
+            // A cancelled run is an expected outcome: its turn, model and tool records say
+            // so at INFO; ERROR is for failures someone must look at.
+            Event::TurnFailed { turn, code } if *code == FailureCode::Cancelled => record!(
+                INFO,
+                "agent.turn.failed",
+                "turn failed",
+                turn = *turn,
+                failure_code = code.as_str()
+            ),
             Event::TurnFailed { turn, code } => record!(
                 ERROR,
                 "agent.turn.failed",
@@ -514,7 +523,19 @@ impl Consumer {
                 input_tokens = *input_tokens,
                 output_tokens = *output_tokens
             ),
-            // The problem code is the provider's string: not logged.
+            // The problem code is the provider's string: not logged. Only the kernel's own
+            // name for a cancelled model operation lowers the level.
+            Event::ModelFailed {
+                problem,
+                retryable,
+                before_stream,
+            } if problem == FailureCode::Cancelled.as_str() => record!(
+                INFO,
+                "agent.model.failed",
+                "model failed",
+                retryable = *retryable,
+                before_stream = *before_stream
+            ),
             Event::ModelFailed {
                 retryable,
                 before_stream,
@@ -565,15 +586,27 @@ impl Consumer {
             }
             Event::ToolFailed(failed) => {
                 self.decode(envelope, failed_facts(failed))?;
-                record!(
-                    ERROR,
-                    "agent.tool.failed",
-                    "tool failed",
-                    tool_call_correlation = call(&failed.call_id).as_str(),
-                    failure_code = failed.code.as_str(),
-                    execution_state = failed.state.map(execution_state),
-                    retry_disposition = failed.retry.map(retry_disposition),
-                )
+                if failed.code == FailureCode::Cancelled {
+                    record!(
+                        INFO,
+                        "agent.tool.failed",
+                        "tool failed",
+                        tool_call_correlation = call(&failed.call_id).as_str(),
+                        failure_code = failed.code.as_str(),
+                        execution_state = failed.state.map(execution_state),
+                        retry_disposition = failed.retry.map(retry_disposition),
+                    )
+                } else {
+                    record!(
+                        ERROR,
+                        "agent.tool.failed",
+                        "tool failed",
+                        tool_call_correlation = call(&failed.call_id).as_str(),
+                        failure_code = failed.code.as_str(),
+                        execution_state = failed.state.map(execution_state),
+                        retry_disposition = failed.retry.map(retry_disposition),
+                    )
+                }
             }
             // Interaction ids and kinds are not logged: only that one happened.
             Event::InteractionStarted { .. } => {

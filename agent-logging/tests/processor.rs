@@ -574,7 +574,7 @@ fn every_kind() -> Vec<Event> {
         Event::TurnCompleted { turn: 1 },
         Event::TurnFailed {
             turn: 1,
-            code: FailureCode::Cancelled,
+            code: FailureCode::ModelFailed,
         },
         Event::ModelStarted { turn: 1 },
         Event::ModelDelta { text: "hi".into() },
@@ -583,7 +583,7 @@ fn every_kind() -> Vec<Event> {
             output_tokens: 2,
         },
         Event::ModelFailed {
-            problem: "cancelled".into(),
+            problem: "overloaded".into(),
             retryable: false,
             before_stream: true,
         },
@@ -607,6 +607,58 @@ fn every_kind() -> Vec<Event> {
         Event::InteractionFailed { id: "i".into() },
         Event::InteractionCancelled { id: "i".into() },
     ]
+}
+
+/// A cancelled run is an expected outcome (issue 33): none of its records is at WARN or
+/// above; its failure records say `cancelled` at INFO, correlated to the run.
+#[test]
+fn a_cancelled_run_logs_nothing_at_error() {
+    let events = vec![
+        Event::RunStarted {
+            agent: Arc::from("a"),
+        },
+        Event::TurnStarted { turn: 1 },
+        Event::ModelStarted { turn: 1 },
+        Event::ModelFailed {
+            problem: "cancelled".into(),
+            retryable: false,
+            before_stream: false,
+        },
+        Event::ToolFailed(ToolFailed::new("c1", "send", FailureCode::Cancelled, None)),
+        Event::TurnFailed {
+            turn: 1,
+            code: FailureCode::Cancelled,
+        },
+        Event::RunCancelled,
+    ];
+    let (dispatch, records) = capture(Behaviour::Record);
+    project(&dispatch, config(), events);
+    let records = records.lock().unwrap();
+    let levels: Vec<(&str, Level)> = records.iter().map(|r| (r.name.as_str(), r.level)).collect();
+    assert_eq!(
+        levels,
+        [
+            ("agent.run.started", Level::INFO),
+            ("agent.turn.started", Level::DEBUG),
+            ("agent.model.started", Level::DEBUG),
+            ("agent.model.failed", Level::INFO),
+            ("agent.tool.failed", Level::INFO),
+            ("agent.turn.failed", Level::INFO),
+            ("agent.run.cancelled", Level::INFO),
+        ]
+    );
+    let run = Pseudonyms::new(key()).run("run-1");
+    for record in records.iter() {
+        assert_eq!(
+            record.field("run_correlation"),
+            Some(run.as_str()),
+            "{record:?}"
+        );
+    }
+    assert_eq!(
+        named(&records, "agent.turn.failed")[0].field("failure_code"),
+        Some("cancelled")
+    );
 }
 
 #[test]

@@ -490,6 +490,37 @@ async fn two_clients_of_one_daemon_are_isolated() {
     fixture.shutdown().await;
 }
 
+/// Through the client: a respond repeated with its operation id is `Duplicate`, the first
+/// is `Accepted` (docs/client.md).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_respond_is_a_duplicate_through_the_client() {
+    let (mut fixture, router) = common::with_router("respond-client").await;
+    let connector = LocalConnector::new(fixture.daemon().metadata().clone()).unwrap();
+    let session = bounded(connector.initialize(request(None))).await.unwrap();
+    let run = start(&session, PENDING_DEFINITION_ID, "run-1").await;
+    let client = session.connection().client_id().to_owned();
+    let asked = common::ask(&router, &client, run.as_str(), "approve-1").await;
+    let respond = || {
+        bounded(session.respond(
+            op("answer-1"),
+            run.clone(),
+            c::InteractionId::new("approve-1").unwrap(),
+            c::StructuredValue::parse(b"true".to_vec()).unwrap(),
+        ))
+    };
+    assert_eq!(respond().await.unwrap(), c::RespondResult::Accepted);
+    assert_eq!(
+        bounded(asked).await.unwrap().unwrap().value(),
+        &serde_json::json!(true)
+    );
+    assert_eq!(respond().await.unwrap(), c::RespondResult::Duplicate);
+    bounded(session.cancel(op("cancel-1"), run.clone(), None))
+        .await
+        .unwrap();
+    session.close();
+    fixture.shutdown().await;
+}
+
 /// The startup lock over the store: exclusive while held (a second acquire gives up at its
 /// timeout with `StartupLock`), free again after release.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -456,6 +456,56 @@ async fn text_run_streams_gap_free_with_one_terminal_and_pending_run_cancels() {
     fixture.shutdown().await;
 }
 
+fn respond_request(session: &(String, u64), op: &str, run: &str) -> pb::RespondInteractionRequest {
+    pb::RespondInteractionRequest {
+        client_id: session.0.clone(),
+        ownership_epoch: session.1,
+        client_operation_id: op.to_owned(),
+        run_id: run.to_owned(),
+        interaction_id: "approve-1".to_owned(),
+        value_json: b"true".to_vec(),
+    }
+}
+
+/// A respond repeated with its operation id replays the first outcome and says so; a new
+/// operation id for the answered interaction is a new (failing) operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_respond_reports_a_duplicate_operation() {
+    let (mut fixture, router) = with_router("respond-dup").await;
+    let mut client = fixture.client().await;
+    let s = session(&mut client).await;
+    let run = start(&mut client, &s, "op-run", PENDING_DEFINITION_ID).await;
+    let asked = ask(&router, &s.0, &run, "approve-1").await;
+
+    let first = bounded(client.respond_interaction(respond_request(&s, "op-answer", &run)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(first.status.as_ref()), ErrorCode::Ok, "{first:?}");
+    assert!(first.accepted && !first.duplicate_operation, "{first:?}");
+    let answer = bounded(asked).await.unwrap().unwrap();
+    assert_eq!(answer.value(), &serde_json::json!(true));
+
+    let again = bounded(client.respond_interaction(respond_request(&s, "op-answer", &run)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(code(again.status.as_ref()), ErrorCode::Ok, "{again:?}");
+    assert!(again.accepted && again.duplicate_operation, "{again:?}");
+
+    let other = bounded(client.respond_interaction(respond_request(&s, "op-other", &run)))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        code(other.status.as_ref()),
+        ErrorCode::NotFound,
+        "{other:?}"
+    );
+    assert!(!other.duplicate_operation);
+    fixture.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replay_out_of_range_returns_exact_recovery_bounds() {
     let mut fixture = Fixture::start("range").await;

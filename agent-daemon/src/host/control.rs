@@ -63,7 +63,8 @@ impl RunHost {
         Ok(Success::CancelRequested)
     }
 
-    /// Answers a pending interaction of an owned run.
+    /// Answers a pending interaction of an owned run; the flag is true when this call repeated
+    /// an operation id the ledger already held and got its committed outcome.
     pub async fn respond(
         &self,
         ctx: &CancellationToken,
@@ -71,7 +72,7 @@ impl RunHost {
         operation_id: &str,
         run_id: &str,
         response: InteractionResponse,
-    ) -> Result<Success, HostError> {
+    ) -> Result<(Success, bool), HostError> {
         let value = canonical_digest(response.value().to_string().as_bytes());
         let value: String = value.iter().map(|b| format!("{b:02x}")).collect();
         let input = json!([run_id, response.id(), value]);
@@ -104,7 +105,6 @@ impl RunHost {
             },
         )
         .await
-        .map(|(success, _)| success)
     }
 
     /// The authority-issued envelope of an owned run: a suspended run's signed snapshot, or

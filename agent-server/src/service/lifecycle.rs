@@ -275,11 +275,11 @@ impl Service {
             .host()
             .respond(&self.ctx(), &entry.session, op, &r.run_id, response)
             .await;
-        let outcome = outcome.map(|success| match success {
+        let outcome = outcome.map(|(success, duplicate)| match success {
             Success::Responded => Some(pb::RespondInteractionResponse {
                 status: Some(ok_status()),
                 accepted: true,
-                ..Default::default()
+                duplicate_operation: duplicate,
             }),
             _ => None,
         });

@@ -366,3 +366,75 @@ pub fn is_run_terminal(event: &pb::RunEvent) -> bool {
     ]
     .contains(&event.kind)
 }
+
+/// A fixture daemon and the pending router its runs ask through, so a test can open an
+/// interaction in a run's scope as the run's kernel would.
+pub async fn with_router(
+    tag: &str,
+) -> (
+    Fixture,
+    std::sync::Arc<agent_daemon::pending::PendingRouter>,
+) {
+    let slot = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let seen = slot.clone();
+    let definitions = fixture::definitions().await.unwrap();
+    let fixture = Fixture::with_host(
+        tag,
+        move |root, authority| {
+            let engine = move |pending: std::sync::Arc<agent_daemon::pending::PendingRouter>| {
+                *seen.lock().unwrap() = Some(pending.clone());
+                fixture::engine(pending)
+            };
+            fixture::run_host(
+                root,
+                authority,
+                FixtureOptions::default(),
+                definitions,
+                engine,
+            )
+            .unwrap()
+        },
+        |_| {},
+    )
+    .await;
+    let router = slot
+        .lock()
+        .unwrap()
+        .take()
+        .expect("the engine saw the router");
+    (fixture, router)
+}
+
+/// Opens interaction `id` in `run`'s scope and waits (bounded) until `client` sees it
+/// pending; the handle resolves with the answer.
+pub async fn ask(
+    router: &std::sync::Arc<agent_daemon::pending::PendingRouter>,
+    client: &str,
+    run: &str,
+    id: &str,
+) -> tokio::task::JoinHandle<
+    Result<agent_core::interaction::InteractionResponse, agent_core::interaction::InteractionError>,
+> {
+    use agent_core::interaction::{Broker as _, InteractionRequest, Scope};
+    let scope = Scope::new(run).unwrap();
+    let request = InteractionRequest::new(
+        id,
+        "confirm",
+        "May I?",
+        serde_json::json!({"type": "boolean"}),
+    )
+    .unwrap();
+    let asking = router.clone();
+    let handle = tokio::spawn(async move {
+        asking
+            .request(&scope, &request, &CancellationToken::new())
+            .await
+    });
+    bounded(async {
+        while router.snapshot(client).pending().is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    })
+    .await;
+    handle
+}

@@ -187,6 +187,38 @@ pub struct ServeArgs {
     /// user's state directory). Daemons that move snapshots between them share it.
     #[arg(long, value_name = "DIR")]
     pub authority: Option<PathBuf>,
+    /// The limits the daemon offers every client and reports in health.
+    #[command(flatten)]
+    pub limits: ServeLimitArgs,
+}
+
+/// `agent serve`'s limits; each unset one keeps its default. Checked before the daemon
+/// starts (exit code 2 for a value it cannot serve; docs/running-the-daemon.md lists the
+/// ranges).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Args)]
+pub struct ServeLimitArgs {
+    /// Largest message in bytes, either direction (default 16 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_message_bytes: Option<u64>,
+    /// Most items in one collection: served definitions, pending interactions (default
+    /// 1024).
+    #[arg(long, value_name = "N")]
+    pub max_collection_items: Option<u32>,
+    /// Most events in one replay page (default 256; at most --max-replay-bytes).
+    #[arg(long, value_name = "N")]
+    pub max_replay_events: Option<u64>,
+    /// Most accounted bytes in one replay page (default 1 MiB).
+    #[arg(long, value_name = "BYTES")]
+    pub max_replay_bytes: Option<u64>,
+    /// Most open streams per client (default 16).
+    #[arg(long, value_name = "N")]
+    pub max_streams: Option<u64>,
+    /// Most active runs (default 64).
+    #[arg(long, value_name = "N")]
+    pub max_active_runs: Option<u64>,
+    /// Most client sessions held at once (default 4096).
+    #[arg(long, value_name = "N")]
+    pub max_sessions: Option<u64>,
 }
 
 /// A daemon run, named by its id.
@@ -482,12 +514,13 @@ mod tests {
             daemon(&["serve", "--fixture"]),
             DaemonRequest::Serve(ServeArgs {
                 fixture: true,
-                authority: None
+                authority: None,
+                ..
             })
         ));
         assert!(matches!(
             daemon(&["serve", "--authority", "/tmp/a"]),
-            DaemonRequest::Serve(ServeArgs { fixture: false, authority: Some(dir) })
+            DaemonRequest::Serve(ServeArgs { fixture: false, authority: Some(dir), .. })
                 if dir == std::path::Path::new("/tmp/a")
         ));
         assert!(matches!(

@@ -123,10 +123,11 @@ pub(super) fn initialize_request(
     .map_err(|e| io_error("client build", e))?;
     // From protocol 1.2 on a client requests at least the server's message size and
     // collection count (the whole pending set fits one frame); this CLI talks to this
-    // build's daemon, so it requests exactly those.
+    // build's daemon, so it requests the most `agent serve` accepts for either: the
+    // negotiated value is then the daemon's, whatever it was started with.
     let limits = c::Limits::new(
-        agent_server::server::DEFAULT_MESSAGE_BYTES,
-        agent_server::server::DEFAULT_COLLECTION_ITEMS,
+        super::MESSAGE_BYTES_RANGE.1,
+        super::COLLECTION_ITEMS_RANGE.1,
         256,
         8 << 20,
         8,

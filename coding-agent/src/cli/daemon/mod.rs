@@ -24,6 +24,7 @@
 mod client;
 mod control;
 pub mod index;
+mod limits;
 mod run;
 mod runs;
 mod serve;
@@ -38,6 +39,10 @@ use super::error::CliError;
 
 pub use self::client::{ProcessStarter, ServeProcess};
 pub use self::control::{export, import, resume, suspend};
+pub use self::limits::{
+    ACTIVE_RUNS_RANGE, COLLECTION_ITEMS_RANGE, MESSAGE_BYTES_RANGE, REPLAY_BYTES_RANGE,
+    REPLAY_EVENTS_RANGE, SESSIONS_RANGE, STREAMS_RANGE, ServeLimits,
+};
 pub use self::run::{attach, run};
 pub use self::runs::runs;
 pub use self::serve::serve;

@@ -14,8 +14,8 @@ use crate::cli::args::ServeArgs;
 use crate::cli::error::CliError;
 
 use super::{
-    AUTHORITY_DIR_ENV, CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, DAEMON_SESSIONS,
-    SHUTDOWN_DEADLINE, io_error, scope,
+    AUTHORITY_DIR_ENV, CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, SHUTDOWN_DEADLINE,
+    ServeLimits, io_error, scope,
 };
 
 /// The model the coding agent's definition names (the OpenAI model with that provider).
@@ -94,12 +94,17 @@ fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
     })
 }
 
-/// `agent serve [--fixture] [--authority DIR]`: runs the daemon in the foreground on the
-/// scope's socket, logging to stderr, until SIGINT/SIGTERM, then shuts down within
-/// [`SHUTDOWN_DEADLINE`] and exits 0. `--fixture` adds the two fixture definitions client
+/// `agent serve [--fixture] [--authority DIR] [--max-* N]`: runs the daemon in the
+/// foreground on the scope's socket, logging to stderr, until SIGINT/SIGTERM, then shuts
+/// down within [`SHUTDOWN_DEADLINE`] and exits 0. `--fixture` adds the two fixture definitions client
 /// tests use (their models are answered by the fixture provider; every other model by the
-/// coding agent's provider).
+/// coding agent's provider). The `--max-*` limits are checked ([`ServeLimits`]) before
+/// anything binds.
 pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
+    // Checked before anything binds: an impossible limit is a usage error.
+    let limits = ServeLimits::from_args(&args.limits)?;
+    let definitions = definitions(args.fixture)?;
+    limits.check_catalog(definitions.len())?;
     let stop = termination()?;
     let scope = scope()?;
     let authority = authority_dir(args)?;
@@ -125,10 +130,11 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
         &root,
         &authority,
         agent_server::fixture::FixtureOptions {
-            sessions: DAEMON_SESSIONS,
+            limits: limits.host,
+            sessions: limits.sessions,
             ..Default::default()
         },
-        definitions(fixture)?,
+        definitions,
         |pending| {
             crate::app::daemon_engine(&app, pending, |provider| {
                 if fixture {
@@ -144,7 +150,11 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     )
     .map_err(|e| io_error("run host", e))?;
     let mut config = agent_server::DaemonConfig::new(scope, host, build_identity());
-    config.server = Box::new(|server| server.maximum_sessions = DAEMON_SESSIONS);
+    config.server = Box::new(move |server| {
+        server.maximum_sessions = limits.sessions;
+        server.max_message_bytes = limits.message_bytes;
+        server.max_collection_items = limits.collection_items;
+    });
     let daemon = agent_server::Daemon::start(config)
         .await
         .map_err(|e| io_error("daemon", e))?;
