@@ -494,12 +494,12 @@ async fn two_clients_of_one_daemon_are_isolated() {
 /// is `Accepted` (docs/client.md).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_respond_is_a_duplicate_through_the_client() {
-    let (mut fixture, router) = common::with_router("respond-client").await;
+    let (mut fixture, router) = support::with_router("respond-client").await;
     let connector = LocalConnector::new(fixture.daemon().metadata().clone()).unwrap();
     let session = bounded(connector.initialize(request(None))).await.unwrap();
     let run = start(&session, PENDING_DEFINITION_ID, "run-1").await;
     let client = session.connection().client_id().to_owned();
-    let asked = common::ask(&router, &client, run.as_str(), "approve-1").await;
+    let asked = support::ask(&router, &client, run.as_str(), "approve-1").await;
     let respond = || {
         bounded(session.respond(
             op("answer-1"),
