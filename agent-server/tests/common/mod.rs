@@ -340,6 +340,17 @@ pub async fn collect_run(
             match frame.payload.unwrap() {
                 pb::stream_events_response::Payload::Event(event) => {
                     assert_eq!(event.sequence, after + 1, "gap-free");
+                    // Every payload has its wire shape (the original client's rules).
+                    let kind = pb::EventKind::try_from(event.kind).unwrap();
+                    if let Err(error) = agent_protocol::event_payload::decode_event_payload(
+                        kind,
+                        &event.payload_json,
+                    ) {
+                        panic!(
+                            "{kind:?} {}: {error}",
+                            String::from_utf8_lossy(&event.payload_json)
+                        );
+                    }
                     after = event.sequence;
                     events.push(event);
                 }
