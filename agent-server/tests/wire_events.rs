@@ -71,9 +71,14 @@ impl Tool for Ends {
 }
 
 fn tool(name: &str) -> (String, Arc<dyn Tool>) {
+    // Only a mutating tool may report an uncertain outcome.
+    let (effect, replay) = match name {
+        "uncertain" => (Effect::Mutating, ReplaySafety::Unsafe),
+        _ => (Effect::ReadOnly, ReplaySafety::Safe),
+    };
     let definition = ToolDefinition::builder(name, "Ends as its name says.")
-        .effect(Effect::ReadOnly)
-        .replay_safety(ReplaySafety::Safe)
+        .effect(effect)
+        .replay_safety(replay)
         .build()
         .unwrap();
     (
@@ -241,7 +246,17 @@ async fn every_event_of_every_path_has_the_wire_shape() {
                     unreachable!()
                 };
                 assert_eq!(t.error, agent_server::TOOL_FAILED_TEXT);
-                assert!(t.outcome.is_some(), "{name}: {t:?}");
+                use agent_protocol::event_payload::{ToolExecution as E, ToolRetry as R};
+                let expected = match *name {
+                    "tool-definitive" => (E::Definitive, R::Never),
+                    "tool-retryable" => (E::Definitive, R::Allowed),
+                    _ => (E::Uncertain, R::Never),
+                };
+                assert_eq!(
+                    (t.outcome, t.retry),
+                    (Some(expected.0), Some(expected.1)),
+                    "{name}"
+                );
             }
             "model-after-stream" | "model-in-stream" | "model-before-stream" => {
                 let WirePayload::ModelFailed(m) = terminal(pb::EventKind::ModelFailed) else {
@@ -322,7 +337,7 @@ async fn only_a_client_that_asked_sees_the_kernel_facts() {
     let mut rich_client = fixture.client().await;
     let rich = rich_session(&mut rich_client).await;
     let run = start(&mut rich_client, &rich, "op-2", "tool-problem").await;
-    let (events, _) = collect_run(&mut rich_client, &rich, &run).await;
+    let (events, _) = collect_run_with(&mut rich_client, &rich, &run, true).await;
     let mut facts = Vec::new();
     for event in &events {
         let (payload, extra) = decode_event_payload_rich(kind(event), &event.payload_json)
