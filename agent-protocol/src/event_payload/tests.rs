@@ -307,7 +307,8 @@ fn tokens_are_bounded_and_free_of_control_characters() {
 
 #[test]
 fn texts_are_bounded() {
-    let cases: [(EventKind, usize, fn(&str) -> String); 7] = [
+    type Shape = fn(&str) -> String;
+    let cases: [(EventKind, usize, Shape); 7] = [
         (EventKind::RunFailed, MAX_EVENT_STATUS_TEXT_BYTES, |t| {
             format!(r#"{{"error":"{t}"}}"#)
         }),

@@ -139,12 +139,9 @@ impl Service {
                         return;
                     }
                 };
-                let frame = match tail_frame(&envelope, last, rich, project_wire_event) {
-                    Ok(frame) => frame,
-                    Err(failure) => {
-                        let _ = tx.send(Ok(failure)).await;
-                        return;
-                    }
+                let Some(frame) = tail_frame(&envelope, last, rich, project_wire_event) else {
+                    let _ = tx.send(Ok(internal_failure_frame())).await;
+                    return;
                 };
                 last = envelope.sequence();
                 if tx.send(Ok(frame)).await.is_err() {
@@ -186,17 +183,20 @@ fn page_frames(
     Some(frames)
 }
 
-/// The frame of the next tailed event after `last`, or the internal-failure control that
-/// ends the stream (a gap, or a payload the strict check refuses).
+/// The frame of the next tailed event after `last`; `None` for a gap or a payload the
+/// strict check refuses: the stream then ends with [`internal_failure_frame`].
 fn tail_frame(
     envelope: &Envelope,
     last: u64,
     rich: bool,
     project: Project,
-) -> Result<pb::StreamEventsResponse, pb::StreamEventsResponse> {
-    checked_frame(envelope, rich, project)
-        .filter(|_| envelope.sequence() == last + 1)
-        .ok_or_else(|| control_frame(failed_stream_control(internal())))
+) -> Option<pb::StreamEventsResponse> {
+    checked_frame(envelope, rich, project).filter(|_| envelope.sequence() == last + 1)
+}
+
+/// The control that ends a stream on a server bug: the documented internal failure.
+fn internal_failure_frame() -> pb::StreamEventsResponse {
+    control_frame(failed_stream_control(internal()))
 }
 
 pub(super) type BoxStream<T> =
@@ -247,20 +247,14 @@ mod tests {
 
     #[test]
     fn a_tailed_malformed_payload_ends_the_stream_with_the_internal_failure() {
-        assert!(tail_frame(&envelope(2), 1, false, project_wire_event).is_ok());
-        for failure in [
-            tail_frame(&envelope(2), 1, false, broken),
-            // A gap ends the stream the same way.
-            tail_frame(&envelope(3), 1, false, project_wire_event),
-        ] {
-            let Err(frame) = failure else {
-                panic!("a malformed event was sent")
-            };
-            let Some(EventPayload::Control(control)) = frame.payload else {
-                panic!("not a control frame")
-            };
-            let status = control.status.expect("a status");
-            assert_eq!(status.code, ErrorCode::Internal as i32);
-        }
+        assert!(tail_frame(&envelope(2), 1, false, project_wire_event).is_some());
+        // A malformed payload is not sent, and neither is an event after a gap.
+        assert!(tail_frame(&envelope(2), 1, false, broken).is_none());
+        assert!(tail_frame(&envelope(3), 1, false, project_wire_event).is_none());
+        let Some(EventPayload::Control(control)) = internal_failure_frame().payload else {
+            panic!("not a control frame")
+        };
+        let status = control.status.expect("a status");
+        assert_eq!(status.code, ErrorCode::Internal as i32);
     }
 }
