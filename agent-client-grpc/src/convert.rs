@@ -5,9 +5,9 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use agent_client as c;
+use agent_protocol::event_payload as w;
 use agent_protocol::pb::common::v1 as pbc;
 use agent_protocol::pb::engine::v1 as pbe;
-use serde::Deserialize;
 
 /// A wire value that did not fit the seam.
 pub(crate) fn protocol<T>(_: T) -> c::Error {
@@ -240,266 +240,106 @@ pub(crate) fn event_kind_from_wire(kind: i32) -> Result<c::EventKind, c::Error> 
         .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))
 }
 
-/// The status text of a `run.cancelled` that carries no data.
-pub(crate) const CANCELLED_TEXT: &str = "cancelled";
-/// The code of a `model.failed` that carries only a problem text.
-pub(crate) const MODEL_FAILED_CODE: &str = "model_failed";
-/// The problem of an `interaction.failed` that names none.
+/// The problem of an `interaction.failed` whose wire error text is empty.
 pub(crate) const INTERACTION_FAILED_TEXT: &str = "failed";
-/// The problem of an `interaction.cancelled` that names none.
+/// The problem of an `interaction.cancelled` whose wire error text is empty.
 pub(crate) const INTERACTION_CANCELLED_TEXT: &str = "cancelled";
 
-/// Payload shapes, one per detail (the daemon writes these JSON objects).
-mod payload {
-    use serde::Deserialize;
-
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct RunStarted {
-        /// The definition id (the reference daemon's shape).
-        #[serde(default)]
-        pub(super) definition: Option<String>,
-        /// The agent definition's name (this workspace's kernel payload).
-        #[serde(default)]
-        pub(super) agent: Option<String>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct Status {
-        /// The status text (the reference daemon's shape).
-        #[serde(default)]
-        pub(super) error: Option<String>,
-        /// The failure code (this workspace's kernel: `run.failed`, `turn.failed`).
-        #[serde(default)]
-        pub(super) code: Option<String>,
-        /// The turn (this workspace's kernel: `turn.failed`).
-        #[serde(default)]
-        #[allow(dead_code)]
-        pub(super) turn: Option<u32>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct Turn {
-        pub(super) turn: u32,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ModelStarted {
-        pub(super) turn: u32,
-        /// Absent from this workspace's kernel payload (`{"turn":N}`).
-        #[serde(default)]
-        pub(super) operation_id: Option<String>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct Text {
-        pub(super) text: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ModelCompleted {
-        pub(super) input_tokens: u64,
-        pub(super) output_tokens: u64,
-        #[serde(default)]
-        #[allow(dead_code)]
-        pub(super) metadata: Option<Vec<serde::de::IgnoredAny>>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ModelFailed {
-        /// The reference daemon's shape: a code and a message.
-        #[serde(default)]
-        pub(super) code: Option<String>,
-        #[serde(default)]
-        pub(super) message: Option<String>,
-        /// This workspace's kernel: one problem text.
-        #[serde(default)]
-        pub(super) problem: Option<String>,
-        pub(super) retryable: bool,
-        pub(super) before_stream: bool,
-        #[serde(default)]
-        #[allow(dead_code)]
-        pub(super) metadata: Option<Vec<serde::de::IgnoredAny>>,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ToolStarted {
-        pub(super) call_id: String,
-        pub(super) name: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ToolProgress {
-        pub(super) call_id: String,
-        pub(super) message: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct ToolTerminal {
-        pub(super) call_id: String,
-        pub(super) name: String,
-        #[serde(default)]
-        pub(super) error: String,
-        #[serde(default)]
-        pub(super) outcome: String,
-        #[serde(default)]
-        pub(super) retry: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct InteractionStarted {
-        pub(super) id: String,
-        pub(super) kind: String,
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    pub(super) struct InteractionTerminal {
-        pub(super) id: String,
-        #[serde(default)]
-        pub(super) error: String,
-        /// This workspace's kernel: the failure code of a failed interaction, if any.
-        #[serde(default)]
-        pub(super) code: Option<String>,
-    }
-}
-
-fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, c::Error> {
-    if bytes.is_empty() {
-        return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION));
-    }
-    serde_json::from_slice(bytes).map_err(protocol)
+/// The detail of `kind` from its JSON payload, decoded strictly in the wire's shape (the
+/// original client's rules, `agent_protocol::event_payload`): `run.completed` carries
+/// none; every other kind requires its object and nothing else.
+pub(crate) fn event_detail_from_wire(
+    kind: c::EventKind,
+    bytes: &[u8],
+) -> Result<c::EventDetail, c::Error> {
+    use c::EventDetail as D;
+    use w::WirePayload as W;
+    let wire_kind = pbe::EventKind::try_from(event_kind_to_wire(kind)).map_err(protocol)?;
+    Ok(
+        match w::decode_event_payload(wire_kind, bytes).map_err(protocol)? {
+            W::RunCompleted => D::RunCompleted,
+            W::RunStarted(p) => D::RunStarted {
+                definition: p.definition,
+            },
+            W::RunFailed(p) | W::RunCancelled(p) | W::TurnFailed(p) => D::Status { text: p.error },
+            W::TurnStarted(p) | W::TurnCompleted(p) => D::Turn { turn: p.turn },
+            W::ModelStarted(p) => D::ModelStarted {
+                turn: p.turn,
+                operation: Some(p.operation_id),
+            },
+            W::ModelDelta(p) => D::ModelDelta { text: p.text },
+            W::ModelCompleted(p) => D::ModelCompleted {
+                usage: c::Usage {
+                    input_tokens: p.input_tokens,
+                    output_tokens: p.output_tokens,
+                },
+            },
+            W::ModelFailed(p) => D::ModelFailed(
+                c::ModelFailure::new(&p.code, &p.message, p.retryable, p.before_stream)
+                    .map_err(protocol)?,
+            ),
+            W::ToolStarted(p) => D::ToolStarted {
+                call_id: p.call_id,
+                name: p.name,
+            },
+            W::ToolProgress(p) => D::ToolProgress {
+                call_id: p.call_id,
+                message: p.message,
+            },
+            W::ToolCompleted(p) => tool_terminal(p, c::ToolOutcome::Completed)?,
+            W::ToolFailed(p) => {
+                let outcome = match p.outcome {
+                    Some(w::ToolExecution::Uncertain) => c::ToolOutcome::Uncertain,
+                    Some(w::ToolExecution::Definitive) | None => c::ToolOutcome::Failed,
+                };
+                tool_terminal(p, outcome)?
+            }
+            W::InteractionStarted(p) => D::InteractionStarted {
+                id: p.id,
+                kind: p.kind,
+            },
+            W::InteractionCompleted(p) => D::InteractionTerminal {
+                id: p.id,
+                problem: nonempty(p.error),
+            },
+            W::InteractionFailed(p) => D::InteractionTerminal {
+                id: p.id,
+                problem: Some(nonempty(p.error).unwrap_or_else(|| INTERACTION_FAILED_TEXT.into())),
+            },
+            W::InteractionCancelled(p) => D::InteractionTerminal {
+                id: p.id,
+                problem: Some(
+                    nonempty(p.error).unwrap_or_else(|| INTERACTION_CANCELLED_TEXT.into()),
+                ),
+            },
+        },
+    )
 }
 
 fn nonempty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-/// The detail of `kind` from its JSON payload. `run.completed` carries
-/// none; every other kind requires its object.
-pub(crate) fn event_detail_from_wire(
-    kind: c::EventKind,
-    bytes: &[u8],
-) -> Result<c::EventDetail, c::Error> {
-    use c::EventDetail as D;
-    use c::EventKind as K;
-    Ok(match kind {
-        K::RunCompleted => {
-            if !bytes.is_empty() {
-                return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION));
-            }
-            D::RunCompleted
-        }
-        K::RunStarted => {
-            let p: payload::RunStarted = decode(bytes)?;
-            D::RunStarted {
-                definition: p
-                    .definition
-                    .or(p.agent)
-                    .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))?,
-            }
-        }
-        // This workspace's kernel sends `run.cancelled` without data.
-        K::RunCancelled if bytes.is_empty() => D::Status {
-            text: CANCELLED_TEXT.to_owned(),
-        },
-        K::RunFailed | K::RunCancelled | K::TurnFailed => {
-            let p: payload::Status = decode(bytes)?;
-            D::Status {
-                text: p
-                    .error
-                    .or(p.code)
-                    .ok_or(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION))?,
-            }
-        }
-        K::TurnStarted | K::TurnCompleted => D::Turn {
-            turn: decode::<payload::Turn>(bytes)?.turn,
-        },
-        K::ModelStarted => {
-            let p: payload::ModelStarted = decode(bytes)?;
-            D::ModelStarted {
-                turn: p.turn,
-                operation: p.operation_id,
-            }
-        }
-        K::ModelDelta => D::ModelDelta {
-            text: decode::<payload::Text>(bytes)?.text,
-        },
-        K::ModelCompleted => {
-            let p: payload::ModelCompleted = decode(bytes)?;
-            D::ModelCompleted {
-                usage: c::Usage {
-                    input_tokens: p.input_tokens,
-                    output_tokens: p.output_tokens,
-                },
-            }
-        }
-        K::ModelFailed => {
-            let p: payload::ModelFailed = decode(bytes)?;
-            let (code, message) = match (p.code, p.message, p.problem) {
-                (Some(code), Some(message), None) => (code, message),
-                (None, None, Some(problem)) => (MODEL_FAILED_CODE.to_owned(), problem),
-                _ => return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION)),
-            };
-            D::ModelFailed(
-                c::ModelFailure::new(&code, &message, p.retryable, p.before_stream)
-                    .map_err(protocol)?,
-            )
-        }
-        K::ToolStarted => {
-            let p: payload::ToolStarted = decode(bytes)?;
-            D::ToolStarted {
-                call_id: p.call_id,
-                name: p.name,
-            }
-        }
-        K::ToolProgress => {
-            let p: payload::ToolProgress = decode(bytes)?;
-            D::ToolProgress {
-                call_id: p.call_id,
-                message: p.message,
-            }
-        }
-        K::ToolCompleted | K::ToolFailed => {
-            let p: payload::ToolTerminal = decode(bytes)?;
-            let outcome = match (kind, p.outcome.as_str()) {
-                // "success" and "problem" are this workspace's kernel outcomes: a tool
-                // that answered the model with a problem still completed.
-                (K::ToolCompleted, "" | "completed" | "success" | "problem") => {
-                    c::ToolOutcome::Completed
-                }
-                (K::ToolFailed, "" | "failed") => c::ToolOutcome::Failed,
-                (K::ToolFailed, "uncertain") => c::ToolOutcome::Uncertain,
-                _ => return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION)),
-            };
-            let retry = match p.retry.as_str() {
-                "" | "allowed" => c::ToolRetry::Allowed,
-                "never" => c::ToolRetry::Never,
-                _ => return Err(c::Error::Protocol(c::Error::PROTOCOL_VIOLATION)),
-            };
-            let problem = nonempty(p.error);
-            D::ToolTerminal(
-                c::ToolTerminal::new(&p.call_id, &p.name, problem.as_deref(), outcome, retry)
-                    .map_err(protocol)?,
-            )
-        }
-        K::InteractionStarted => {
-            let p: payload::InteractionStarted = decode(bytes)?;
-            D::InteractionStarted {
-                id: p.id,
-                kind: p.kind,
-            }
-        }
-        K::InteractionCompleted | K::InteractionFailed | K::InteractionCancelled => {
-            let p: payload::InteractionTerminal = decode(bytes)?;
-            let problem = nonempty(p.error).or(p.code).or(match kind {
-                // This workspace's kernel names no problem; the kind is the fact.
-                K::InteractionFailed => Some(INTERACTION_FAILED_TEXT.to_owned()),
-                K::InteractionCancelled => Some(INTERACTION_CANCELLED_TEXT.to_owned()),
-                _ => None,
-            });
-            D::InteractionTerminal { id: p.id, problem }
-        }
-    })
+/// A wire tool terminal as the seam's; absent execution facts allow a retry.
+fn tool_terminal(p: w::ToolTerminal, outcome: c::ToolOutcome) -> Result<c::EventDetail, c::Error> {
+    let retry = match p.retry {
+        Some(w::ToolRetry::Never) => c::ToolRetry::Never,
+        Some(w::ToolRetry::Allowed) | None => c::ToolRetry::Allowed,
+    };
+    let problem = nonempty(p.error);
+    Ok(c::EventDetail::ToolTerminal(
+        c::ToolTerminal::new(&p.call_id, &p.name, problem.as_deref(), outcome, retry)
+            .map_err(protocol)?,
+    ))
+}
+
+/// The wire number of a seam kind (1..=19 in the seam's order).
+fn event_kind_to_wire(kind: c::EventKind) -> i32 {
+    c::EventKind::ALL
+        .iter()
+        .position(|k| *k == kind)
+        .and_then(|i| i32::try_from(i + 1).ok())
+        .unwrap_or(0)
 }
 
 /// A validated wire event as a seam event.

@@ -1003,6 +1003,23 @@ async fn every_event_kind_decodes_into_its_detail() {
             K::ToolCompleted,
             br#"{"call_id":"c","name":"n","error":"x"}"#,
         ),
+        // The kernel's own shapes are not the wire's: one decoding, the wire's.
+        (K::RunStarted, br#"{"agent":"coder"}"#),
+        (K::RunCancelled, b""),
+        (K::RunFailed, br#"{"code":"model_failed"}"#),
+        (K::TurnFailed, br#"{"code":"cancelled","turn":1}"#),
+        (K::ModelStarted, br#"{"turn":1}"#),
+        (
+            K::ModelFailed,
+            br#"{"problem":"x","retryable":false,"before_stream":true}"#,
+        ),
+        (
+            K::ToolCompleted,
+            br#"{"call_id":"c","name":"n","error":"","outcome":"success"}"#,
+        ),
+        (K::InteractionFailed, br#"{"id":"i","code":"declined"}"#),
+        // Trailing JSON after the object.
+        (K::TurnStarted, br#"{"turn":1}{"turn":2}"#),
     ] {
         let tx = server.script_events();
         tx.send(Ok(control(1, 0, 0, true))).await.unwrap();

@@ -10,6 +10,7 @@
 //! transport-level failures listed in [`grpc`].
 #![forbid(unsafe_code)]
 
+pub mod event_payload;
 pub mod grpc;
 pub mod initialize;
 pub mod limits;

@@ -29,6 +29,9 @@ pub use registry::{
 };
 pub use server::{Server, ServerConfig, ServerError};
 pub use service::{
-    STOPPING_MESSAGE, STREAM_BUFFER, TOOL_FAILED_TEXT, UNAUTHENTICATED_MESSAGE,
-    attempt_fingerprint, envelope_from_wire, envelope_to_wire, event_to_wire, project_payload,
+    CANCELLED_TEXT, INTERACTION_CANCELLED_TEXT, INTERACTION_FAILED_TEXT, MODEL_FAILED_CODE,
+    MODEL_FAILED_MESSAGE, STOPPING_MESSAGE, STREAM_BUFFER, TOOL_FAILED_TEXT,
+    UNAUTHENTICATED_MESSAGE, attempt_fingerprint, check_wire_event, envelope_from_wire,
+    envelope_to_wire, event_to_wire, event_to_wire_with, model_operation_id, project_event,
+    project_payload, rich_facts,
 };

@@ -96,8 +96,10 @@ impl ServerConfig {
             token,
             host,
             build,
-            // The run host suspends, resumes, exports and imports runs.
+            // The run host suspends, resumes, exports and imports runs; a client may ask
+            // for the kernel's richer event facts (our own capability).
             capabilities: vec![
+                agent_protocol::event_payload::CAPABILITY_RICH_EVENTS.to_owned(),
                 agent_protocol::limits::CAPABILITY_SNAPSHOT_AUTHORITY.to_owned(),
                 agent_protocol::limits::CAPABILITY_SNAPSHOTS.to_owned(),
             ],

@@ -3,8 +3,14 @@
 
 use agent_core::event::{Envelope, Event, EventKind as CoreKind};
 use agent_core::interaction::{Pending, PendingDelta};
+use agent_core::tool::{ExecutionState, RetryDisposition};
+use agent_protocol::event_payload::{
+    MAX_EVENT_TOKEN_BYTES, WirePayload, decode_event_payload, decode_event_payload_rich,
+    is_event_token,
+};
 use agent_protocol::pb::engine::v1 as pb;
 use agent_protocol::stream::{InteractionTailValidator, validate_run_event};
+use serde_json::{Map, Value};
 
 use super::TOOL_FAILED_TEXT;
 
@@ -34,61 +40,201 @@ fn map_kind(kind: CoreKind) -> pb::EventKind {
     }
 }
 
-/// The wire payload of an event: tool occurrences are projected to their safe fields;
-/// every other event carries the kernel's payload (its serialized `data`) unchanged.
-pub fn project_payload(event: &Event) -> Option<Vec<u8>> {
-    let value = match event {
-        Event::ToolStarted(started) => serde_json::json!({
-            "call_id": started.call_id,
-            "name": started.name,
-        }),
-        Event::ToolCompleted(completed) => serde_json::json!({
-            "call_id": completed.call_id,
-            "name": completed.name,
-            "error": "",
-            "outcome": completed.outcome,
-        }),
-        Event::ToolFailed(failed) => {
-            let mut value = serde_json::json!({
-                "call_id": failed.call_id,
-                "name": failed.name,
-                "error": TOOL_FAILED_TEXT,
-            });
-            if let Some(retry) = failed.retry {
-                value["retry"] = serde_json::to_value(retry).ok()?;
-            }
-            value
-        }
-        other => {
-            // An event without data (`run.completed`) has an empty payload.
-            let mut whole = serde_json::to_value(other).ok()?;
-            match whole.get_mut("data") {
-                Some(data) => data.take(),
-                None => return Some(Vec::new()),
-            }
-        }
-    };
-    serde_json::to_vec(&value).ok()
+/// The status text of a cancelled run (the kernel's `run.cancelled` carries no data).
+pub const CANCELLED_TEXT: &str = "cancelled";
+/// The message of every projected `model.failed`: the kernel records a problem code and
+/// no provider text.
+pub const MODEL_FAILED_MESSAGE: &str = "model operation failed";
+/// The `model.failed` code when the kernel's problem is not a wire token.
+pub const MODEL_FAILED_CODE: &str = "model_failed";
+/// The error text of a projected `interaction.failed`.
+pub const INTERACTION_FAILED_TEXT: &str = "interaction failed";
+/// The error text of a projected `interaction.cancelled`.
+pub const INTERACTION_CANCELLED_TEXT: &str = "interaction cancelled";
+
+/// The model operation id of the model call of `turn`: `<run id>/model/<turn>`, as the
+/// original writes it (the kernel asks the model once per turn, so the turn numbers the
+/// operation). A run id too long for the token bound is cut at a character boundary.
+pub fn model_operation_id(run_id: &str, turn: u32) -> String {
+    let suffix = format!("/model/{turn}");
+    let room = MAX_EVENT_TOKEN_BYTES.saturating_sub(suffix.len());
+    let mut end = run_id.len().min(room);
+    while !run_id.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{suffix}", &run_id[..end])
 }
 
-/// One kernel envelope as a wire event; `None` when it cannot be represented.
+/// The kernel event of run `run_id` in the wire's shape; `None` for a kind the wire does
+/// not know. The kernel keeps its richer facts; [`rich_facts`] carries them.
+pub fn project_event(run_id: &str, event: &Event) -> Option<WirePayload> {
+    use agent_protocol::event_payload as w;
+    let status = |text: &str| w::StatusText {
+        error: text.to_owned(),
+    };
+    let interaction = |id: &str, error: &str| w::InteractionTerminal {
+        id: id.to_owned(),
+        error: error.to_owned(),
+    };
+    Some(match event {
+        Event::RunStarted { agent } => WirePayload::RunStarted(w::RunStarted {
+            definition: agent.to_string(),
+        }),
+        Event::RunCompleted => WirePayload::RunCompleted,
+        Event::RunFailed { code } => WirePayload::RunFailed(status(code.as_str())),
+        Event::RunCancelled => WirePayload::RunCancelled(status(CANCELLED_TEXT)),
+        Event::TurnStarted { turn } => WirePayload::TurnStarted(w::Turn { turn: *turn }),
+        Event::TurnCompleted { turn } => WirePayload::TurnCompleted(w::Turn { turn: *turn }),
+        Event::TurnFailed { code, .. } => WirePayload::TurnFailed(status(code.as_str())),
+        Event::ModelStarted { turn } => WirePayload::ModelStarted(w::ModelStarted {
+            turn: *turn,
+            operation_id: model_operation_id(run_id, *turn),
+        }),
+        Event::ModelDelta { text } => WirePayload::ModelDelta(w::ModelDelta { text: text.clone() }),
+        Event::ModelCompleted {
+            input_tokens,
+            output_tokens,
+        } => WirePayload::ModelCompleted(w::ModelCompleted {
+            input_tokens: *input_tokens,
+            output_tokens: *output_tokens,
+            metadata: None,
+        }),
+        Event::ModelFailed {
+            problem,
+            retryable,
+            before_stream,
+        } => WirePayload::ModelFailed(w::ModelFailed {
+            code: if is_event_token(problem, MAX_EVENT_TOKEN_BYTES) {
+                problem.clone()
+            } else {
+                MODEL_FAILED_CODE.to_owned()
+            },
+            message: MODEL_FAILED_MESSAGE.to_owned(),
+            retryable: *retryable,
+            before_stream: *before_stream,
+            metadata: None,
+        }),
+        Event::ToolStarted(started) => WirePayload::ToolStarted(w::ToolStarted {
+            call_id: started.call_id.clone(),
+            name: started.name.clone(),
+        }),
+        Event::ToolProgress { call_id, message } => WirePayload::ToolProgress(w::ToolProgress {
+            call_id: call_id.clone(),
+            message: message.clone(),
+        }),
+        // A call that produced a result (a success or a model-visible problem) has no
+        // execution facts on the wire: the original's client reads any outcome as failed.
+        Event::ToolCompleted(completed) => WirePayload::ToolCompleted(w::ToolTerminal {
+            call_id: completed.call_id.clone(),
+            name: completed.name.clone(),
+            error: String::new(),
+            outcome: None,
+            retry: None,
+        }),
+        Event::ToolFailed(failed) => {
+            let (outcome, retry) = match (failed.state, failed.retry) {
+                (Some(state), Some(retry)) => (
+                    Some(match state {
+                        ExecutionState::Definitive => w::ToolExecution::Definitive,
+                        ExecutionState::Uncertain => w::ToolExecution::Uncertain,
+                    }),
+                    Some(match retry {
+                        RetryDisposition::Never => w::ToolRetry::Never,
+                        RetryDisposition::Allowed => w::ToolRetry::Allowed,
+                    }),
+                ),
+                _ => (None, None),
+            };
+            WirePayload::ToolFailed(w::ToolTerminal {
+                call_id: failed.call_id.clone(),
+                name: failed.name.clone(),
+                error: TOOL_FAILED_TEXT.to_owned(),
+                outcome,
+                retry,
+            })
+        }
+        Event::InteractionStarted { id, kind } => {
+            WirePayload::InteractionStarted(w::InteractionStarted {
+                id: id.clone(),
+                kind: kind.clone(),
+            })
+        }
+        Event::InteractionCompleted { id } => {
+            WirePayload::InteractionCompleted(interaction(id, ""))
+        }
+        Event::InteractionFailed { id } => {
+            WirePayload::InteractionFailed(interaction(id, INTERACTION_FAILED_TEXT))
+        }
+        Event::InteractionCancelled { id } => {
+            WirePayload::InteractionCancelled(interaction(id, INTERACTION_CANCELLED_TEXT))
+        }
+        _ => return None,
+    })
+}
+
+/// The kernel's own facts of `event` (its serialized data: plan identity, declared effect
+/// and replay, workspace, problem codes), sent only under
+/// [`CAPABILITY_RICH_EVENTS`](agent_protocol::event_payload::CAPABILITY_RICH_EVENTS);
+/// `None` for an event without data.
+pub fn rich_facts(event: &Event) -> Option<Map<String, Value>> {
+    match serde_json::to_value(event).ok()? {
+        Value::Object(mut whole) => match whole.remove("data") {
+            Some(Value::Object(data)) => Some(data),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The wire payload bytes of `event`; with `rich`, plus the kernel's facts in the
+/// [`RICH_MEMBER`](agent_protocol::event_payload::RICH_MEMBER) object.
+pub fn project_payload(run_id: &str, event: &Event, rich: bool) -> Option<Vec<u8>> {
+    let payload = project_event(run_id, event)?;
+    Some(payload.encode_with(if rich { rich_facts(event) } else { None }))
+}
+
+/// Whether `event` may be sent: the frame validator and the strict payload decoder (the
+/// original client's rules; with `rich`, plus the one extra member). A refusal is a
+/// server bug, so callers end the stream with the internal failure.
+pub fn check_wire_event(event: &pb::RunEvent, rich: bool) -> bool {
+    let Ok(kind) = pb::EventKind::try_from(event.kind) else {
+        return false;
+    };
+    let decoded = if rich {
+        decode_event_payload_rich(kind, &event.payload_json).map(|_| ())
+    } else {
+        decode_event_payload(kind, &event.payload_json).map(|_| ())
+    };
+    decoded.is_ok() && validate_run_event(event).is_ok()
+}
+
+/// One kernel envelope as a wire event in the wire's shape; `None` when it cannot be
+/// represented or fails [`check_wire_event`].
 pub fn event_to_wire(envelope: &Envelope) -> Option<pb::RunEvent> {
+    event_to_wire_with(envelope, false)
+}
+
+/// [`event_to_wire`] for a connection that enabled the rich-events capability (`rich`).
+pub fn event_to_wire_with(envelope: &Envelope, rich: bool) -> Option<pb::RunEvent> {
+    project_wire_event(envelope, rich).filter(|event| check_wire_event(event, rich))
+}
+
+/// The projected wire event, not yet checked (the stream pages check every one).
+pub(super) fn project_wire_event(envelope: &Envelope, rich: bool) -> Option<pb::RunEvent> {
     let kind = map_kind(envelope.kind());
     if kind == pb::EventKind::Unspecified {
         return None;
     }
-    let event = pb::RunEvent {
+    Some(pb::RunEvent {
         run_id: envelope.run_id().to_owned(),
         sequence: envelope.sequence(),
         unix_nano: i64::try_from(envelope.at().unix_nanos()).ok()?,
         kind: kind as i32,
-        payload_json: project_payload(envelope.event())?,
+        payload_json: project_payload(envelope.run_id(), envelope.event(), rich)?,
         // On the wire `terminal` marks every event that ends its scope (run, turn, model,
         // tool, interaction), not only the run's end.
         terminal: agent_protocol::stream::is_terminal_kind(kind),
-    };
-    validate_run_event(&event).ok()?;
-    Some(event)
+    })
 }
 
 /// One kernel pending interaction on the wire.
@@ -188,87 +334,4 @@ pub fn envelope_from_wire(envelope: &pb::SnapshotEnvelope) -> Option<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
-    use std::sync::Arc;
-
-    use super::*;
-    use agent_core::event::{
-        FailureCode, Timestamp, ToolCompleted, ToolFailed, ToolOutcome, ToolStarted,
-        ToolStartedVersion,
-    };
-    use agent_core::tool::{ExecutionState, RetryDisposition};
-
-    fn wire(sequence: u64, event: Event) -> pb::RunEvent {
-        let envelope = Envelope::new(
-            Arc::from("run-1"),
-            sequence,
-            Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
-            event,
-        );
-        event_to_wire(&envelope).expect("representable")
-    }
-
-    fn json(event: &pb::RunEvent) -> serde_json::Value {
-        serde_json::from_slice(&event.payload_json).unwrap()
-    }
-
-    #[test]
-    fn event_to_wire_projects_only_the_safe_tool_fields() {
-        let started = wire(
-            1,
-            Event::ToolStarted(ToolStarted {
-                version: ToolStartedVersion,
-                call_id: "c1".into(),
-                name: "write".into(),
-                turn: 1,
-                plan_id: Arc::from("plan-secret"),
-                plan_fingerprint: Arc::from(format!("sha256:{}", "a".repeat(64))),
-                plan_identity: Arc::from(format!("sha256:{}", "b".repeat(64))),
-                workspace: Some(Arc::from(format!("sha256:{}", "c".repeat(64)))),
-                declared: None,
-            }),
-        );
-        assert_eq!(started.kind, pb::EventKind::ToolStarted as i32);
-        assert_eq!(
-            json(&started),
-            serde_json::json!({"call_id": "c1", "name": "write"})
-        );
-        let completed = wire(
-            2,
-            Event::ToolCompleted(ToolCompleted::new("c1", "write", ToolOutcome::Problem)),
-        );
-        assert_eq!(
-            json(&completed),
-            serde_json::json!({"call_id": "c1", "name": "write", "error": "", "outcome": "problem"})
-        );
-        assert!(completed.terminal);
-        let failed = wire(
-            3,
-            Event::ToolFailed(ToolFailed::new(
-                "c1",
-                "write",
-                FailureCode::ToolFailed,
-                Some((ExecutionState::Uncertain, RetryDisposition::Never)),
-            )),
-        );
-        let value = json(&failed);
-        assert_eq!(value["error"], TOOL_FAILED_TEXT);
-        assert_eq!(value["call_id"], "c1");
-        assert!(value.get("retry").is_some(), "{value}");
-        let keys: Vec<&str> = value
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            .collect();
-        assert!(
-            keys.iter()
-                .all(|k| ["call_id", "name", "error", "retry"].contains(k)),
-            "{keys:?}"
-        );
-        // Every other event carries the kernel's payload unchanged.
-        let turn = wire(4, Event::TurnStarted { turn: 2 });
-        assert_eq!(json(&turn), serde_json::json!({"turn": 2}));
-        assert!(!turn.terminal);
-    }
-}
+mod tests;

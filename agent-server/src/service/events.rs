@@ -4,6 +4,7 @@ use std::pin::Pin;
 
 use agent_core::event::{Envelope, ReplayRequest};
 use agent_daemon::HostError;
+use agent_protocol::event_payload::CAPABILITY_RICH_EVENTS;
 use agent_protocol::pb::common::v1::Status;
 use agent_protocol::pb::engine::v1 as pb;
 use agent_protocol::pb::engine::v1::stream_events_response::Payload as EventPayload;
@@ -14,7 +15,7 @@ use tonic::{Request, Response};
 
 use crate::status::{internal, lifecycle_failure};
 
-use super::envelope::event_to_wire;
+use super::envelope::{check_wire_event, project_wire_event};
 use super::{Reply, Service};
 
 impl Service {
@@ -72,16 +73,14 @@ impl Service {
             }
             Err(error) => return fail(lifecycle_failure(&error, None)?),
         };
+        let rich = negotiated
+            .capabilities
+            .iter()
+            .any(|c| c == CAPABILITY_RICH_EVENTS);
         // Pre-validate the whole page before anything is disclosed.
-        let mut frames = Vec::with_capacity(observation.events.len() + 1);
-        for envelope in &observation.events {
-            match event_to_wire(envelope) {
-                Some(event) => frames.push(pb::StreamEventsResponse {
-                    payload: Some(EventPayload::Event(event)),
-                }),
-                None => return fail(internal()),
-            }
-        }
+        let Some(mut frames) = page_frames(&observation.events, rich, project_wire_event) else {
+            return fail(internal());
+        };
         let page_last = observation
             .events
             .last()
@@ -134,17 +133,11 @@ impl Service {
                             return;
                         }
                     };
-                    let Some(event) = event_to_wire(&envelope).filter(|e| e.sequence == last + 1)
-                    else {
-                        let _ = tx
-                            .send(Ok(control_frame(failed_stream_control(internal()))))
-                            .await;
+                    let Some(frame) = tail_frame(&envelope, last, rich, project_wire_event) else {
+                        let _ = tx.send(Ok(internal_failure_frame())).await;
                         return;
                     };
-                    last = event.sequence;
-                    let frame = pb::StreamEventsResponse {
-                        payload: Some(EventPayload::Event(event)),
-                    };
+                    last = envelope.sequence();
                     if tx.send(Ok(frame)).await.is_err() {
                         return;
                     }
@@ -152,6 +145,52 @@ impl Service {
             },
         )
     }
+}
+
+/// A projector: kernel envelope to (unchecked) wire event. The stream takes it as a
+/// parameter so a test can inject a projection bug.
+type Project = fn(&Envelope, bool) -> Option<pb::RunEvent>;
+
+/// One projected event that passed the strict check, as a frame; `None` is a server bug.
+fn checked_frame(
+    envelope: &Envelope,
+    rich: bool,
+    project: Project,
+) -> Option<pb::StreamEventsResponse> {
+    let event = project(envelope, rich).filter(|event| check_wire_event(event, rich))?;
+    Some(pb::StreamEventsResponse {
+        payload: Some(EventPayload::Event(event)),
+    })
+}
+
+/// The event frames of a replay page, every payload checked before any is sent; `None`
+/// when one fails (the stream then ends with the internal failure, never a bad event).
+fn page_frames(
+    envelopes: &[Envelope],
+    rich: bool,
+    project: Project,
+) -> Option<Vec<pb::StreamEventsResponse>> {
+    let mut frames = Vec::with_capacity(envelopes.len() + 1);
+    for envelope in envelopes {
+        frames.push(checked_frame(envelope, rich, project)?);
+    }
+    Some(frames)
+}
+
+/// The frame of the next tailed event after `last`; `None` for a gap or a payload the
+/// strict check refuses: the stream then ends with [`internal_failure_frame`].
+fn tail_frame(
+    envelope: &Envelope,
+    last: u64,
+    rich: bool,
+    project: Project,
+) -> Option<pb::StreamEventsResponse> {
+    checked_frame(envelope, rich, project).filter(|_| envelope.sequence() == last + 1)
+}
+
+/// The control that ends a stream on a server bug: the documented internal failure.
+fn internal_failure_frame() -> pb::StreamEventsResponse {
+    control_frame(failed_stream_control(internal()))
 }
 
 pub(super) type BoxStream<T> =
@@ -165,4 +204,51 @@ fn control_frame(control: pb::StreamControl) -> pb::StreamEventsResponse {
 
 pub(super) fn one_frame<T: Send + 'static>(frame: T) -> BoxStream<T> {
     Box::pin(tokio_stream::once(Ok(frame)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use agent_core::event::{Event, Timestamp};
+    use agent_protocol::pb::common::v1::ErrorCode;
+
+    use super::*;
+
+    fn envelope(sequence: u64) -> Envelope {
+        Envelope::new(
+            Arc::from("run-1"),
+            sequence,
+            Timestamp::from_unix_nanos(1),
+            Event::TurnStarted { turn: 1 },
+        )
+    }
+
+    /// A projection bug: the kernel's own member instead of the wire's.
+    fn broken(envelope: &Envelope, rich: bool) -> Option<pb::RunEvent> {
+        let mut event = project_wire_event(envelope, rich)?;
+        event.payload_json = br#"{"turn":1,"agent":"coder"}"#.to_vec();
+        Some(event)
+    }
+
+    #[test]
+    fn a_page_with_a_malformed_payload_is_not_sent() {
+        let envelopes = [envelope(1), envelope(2)];
+        let good = page_frames(&envelopes, false, project_wire_event).expect("sent");
+        assert_eq!(good.len(), 2);
+        assert!(page_frames(&envelopes, false, broken).is_none());
+    }
+
+    #[test]
+    fn a_tailed_malformed_payload_ends_the_stream_with_the_internal_failure() {
+        assert!(tail_frame(&envelope(2), 1, false, project_wire_event).is_some());
+        // A malformed payload is not sent, and neither is an event after a gap.
+        assert!(tail_frame(&envelope(2), 1, false, broken).is_none());
+        assert!(tail_frame(&envelope(3), 1, false, project_wire_event).is_none());
+        let Some(EventPayload::Control(control)) = internal_failure_frame().payload else {
+            panic!("not a control frame")
+        };
+        let status = control.status.expect("a status");
+        assert_eq!(status.code, ErrorCode::Internal as i32);
+    }
 }

@@ -27,7 +27,11 @@ use tonic::{Request, Response};
 use crate::registry::{Entry, Registry};
 use crate::status::{lifecycle_failure, session_unavailable};
 
-pub use self::envelope::{envelope_from_wire, envelope_to_wire, event_to_wire, project_payload};
+pub use self::envelope::{
+    CANCELLED_TEXT, INTERACTION_CANCELLED_TEXT, INTERACTION_FAILED_TEXT, MODEL_FAILED_CODE,
+    MODEL_FAILED_MESSAGE, check_wire_event, envelope_from_wire, envelope_to_wire, event_to_wire,
+    event_to_wire_with, model_operation_id, project_event, project_payload, rich_facts,
+};
 use self::events::BoxStream;
 pub use self::initialize::attempt_fingerprint;
 use self::lifecycle::invalid_status;

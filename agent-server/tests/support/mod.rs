@@ -327,6 +327,16 @@ pub async fn collect_run(
     session: &(String, u64),
     run_id: &str,
 ) -> (Vec<pb::RunEvent>, usize) {
+    collect_run_with(client, session, run_id, false).await
+}
+
+/// [`collect_run`] on a session that enabled `agent-kit.rich-events/v1` when `rich`.
+pub async fn collect_run_with(
+    client: &mut Client,
+    session: &(String, u64),
+    run_id: &str,
+    rich: bool,
+) -> (Vec<pb::RunEvent>, usize) {
     let mut events: Vec<pb::RunEvent> = Vec::new();
     let mut after = 0;
     loop {
@@ -340,6 +350,27 @@ pub async fn collect_run(
             match frame.payload.unwrap() {
                 pb::stream_events_response::Payload::Event(event) => {
                     assert_eq!(event.sequence, after + 1, "gap-free");
+                    // Every payload has its wire shape (the original client's rules).
+                    let kind = pb::EventKind::try_from(event.kind).unwrap();
+                    let decoded = if rich {
+                        agent_protocol::event_payload::decode_event_payload_rich(
+                            kind,
+                            &event.payload_json,
+                        )
+                        .map(|_| ())
+                    } else {
+                        agent_protocol::event_payload::decode_event_payload(
+                            kind,
+                            &event.payload_json,
+                        )
+                        .map(|_| ())
+                    };
+                    if let Err(error) = decoded {
+                        panic!(
+                            "{kind:?} {}: {error}",
+                            String::from_utf8_lossy(&event.payload_json)
+                        );
+                    }
                     after = event.sequence;
                     events.push(event);
                 }
