@@ -5,7 +5,7 @@
 //!
 //! Each scenario is a definition whose model names what the scripted provider does.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ use agent_protocol::event_payload::{
 use agent_protocol::pb::common::v1::{CapabilitySet, ErrorCode};
 use agent_protocol::pb::engine::v1 as pb;
 use agent_server::fixture::{self, FixtureError, FixtureOptions};
-use common::*;
+use support::*;
 
 /// What each scenario's model does.
 const SCENARIOS: [&str; 9] = [
