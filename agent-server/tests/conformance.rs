@@ -119,13 +119,13 @@ fn assert_connection(
         "{:?}",
         response.status
     );
-    let protocol = response.protocol.clone().unwrap();
+    let protocol = response.protocol.unwrap();
     assert_eq!((protocol.major, protocol.minor), (1, 3), "inside 1.3..=1.3");
     let offered = &response.capabilities.as_ref().unwrap().names;
     for required in capabilities {
         assert!(offered.contains(required), "required {required} is offered");
     }
-    let negotiated = response.limits.clone().unwrap();
+    let negotiated = response.limits.unwrap();
     assert!(
         within(&negotiated, limits),
         "{negotiated:?} within {limits:?}"
@@ -182,10 +182,10 @@ async fn tail_to_terminal(
             }
             pb::stream_events_response::Payload::Control(control) => {
                 assert_eq!(code(control.status.as_ref()), ErrorCode::Ok, "{control:?}");
-                if control.tailing {
-                    if let Some(hook) = hook.take() {
-                        hook.run().await;
-                    }
+                if control.tailing
+                    && let Some(hook) = hook.take()
+                {
+                    hook.run().await;
                 }
             }
         }
@@ -240,7 +240,7 @@ async fn conformance_session(client: &mut Client) -> ((String, u64), Limits, Vec
     let response = bounded(client.initialize(initialize_13(
         names(&required),
         names(&required),
-        capacity.clone(),
+        capacity,
         0x22,
         None,
     )))
@@ -344,7 +344,7 @@ async fn the_original_suites_lifecycle_profile_holds_in_order() {
     let response = bounded(other.initialize(initialize_13(
         names(&required),
         names(&required),
-        capacity.clone(),
+        capacity,
         0x33,
         Some((&s.0, s.1)),
     )))
@@ -378,7 +378,7 @@ async fn the_probe_finds_the_capacity_and_less_than_it_is_refused() {
     let s = session(&mut client).await;
     let health = ready_health(&mut client, &s).await.health.unwrap();
     assert_eq!(health.limits.unwrap(), capacity);
-    let mut smaller = capacity.clone();
+    let mut smaller = capacity;
     smaller.max_message_bytes -= 1;
     let response = bounded(client.initialize(initialize_13(
         CapabilitySet::default(),
@@ -400,7 +400,7 @@ async fn the_probe_finds_the_capacity_and_less_than_it_is_refused() {
     let response = bounded(client.initialize(initialize_13(
         CapabilitySet::default(),
         CapabilitySet::default(),
-        capacity.clone(),
+        capacity,
         0x55,
         None,
     )))
