@@ -19,12 +19,10 @@ pub const SNAPSHOT_FORMAT: &str = "spice.agent.snapshot/v1alpha3";
 pub const ENVELOPE_DOMAIN: &str = "spice.agent.run-authority/v1";
 /// Longest daemon token, in bytes (docs/protocol.md, "Tokens").
 pub const MAX_DAEMON_TOKEN_BYTES: usize = 128;
-/// Longest run id, in bytes: a run id is a daemon token.
-pub const MAX_RUN_ID_BYTES: usize = MAX_DAEMON_TOKEN_BYTES;
 /// Largest payload, in bytes.
 pub const MAX_PAYLOAD_BYTES: usize = 16 << 20;
 /// What an encoded envelope may add to its payload: the root members with a run id of
-/// [`MAX_RUN_ID_BYTES`] that all need escaping, the largest numbers and the hex fields.
+/// [`MAX_DAEMON_TOKEN_BYTES`] that all need escaping, the largest numbers and the hex fields.
 pub const ENVELOPE_OVERHEAD_BYTES: usize = 672;
 /// Largest encoded envelope, in bytes.
 pub const MAX_ENVELOPE_BYTES: usize = MAX_PAYLOAD_BYTES + ENVELOPE_OVERHEAD_BYTES;
@@ -75,7 +73,7 @@ pub enum StructuralError {
     /// The format is not [`SNAPSHOT_FORMAT`].
     Format,
     /// The run id breaks the daemon-token rule (non-empty, trimmed, at most
-    /// [`MAX_RUN_ID_BYTES`] bytes, no control character).
+    /// [`MAX_DAEMON_TOKEN_BYTES`] bytes, no control character).
     RunId,
     /// The last sequence is 0 or above [`MAX_LAST_SEQUENCE`].
     Sequence,
@@ -226,11 +224,6 @@ pub fn is_daemon_token(value: &str) -> bool {
         && !value.chars().any(char::is_control)
 }
 
-/// Whether `run_id` is a valid run id: a daemon token ([`is_daemon_token`]).
-pub fn is_valid_run_id(run_id: &str) -> bool {
-    is_daemon_token(run_id)
-}
-
 impl SnapshotEnvelope {
     /// Decodes and structurally validates an encoded envelope. The size bound is checked
     /// before parsing.
@@ -323,7 +316,7 @@ impl SnapshotEnvelope {
     }
 
     fn validate_fields(&self) -> Result<(), StructuralError> {
-        if !is_valid_run_id(&self.run_id) {
+        if !is_daemon_token(&self.run_id) {
             return Err(StructuralError::RunId);
         }
         if self.last_sequence == 0 || self.last_sequence > MAX_LAST_SEQUENCE {

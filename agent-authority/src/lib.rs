@@ -25,8 +25,8 @@ mod store;
 pub use envelope::{
     AuthorityBlock, ENVELOPE_DOMAIN, ENVELOPE_OVERHEAD_BYTES, HmacSnapshotAuthority, Lifecycle,
     MAX_DAEMON_TOKEN_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES,
-    MAX_RUN_ID_BYTES, SNAPSHOT_FORMAT, SnapshotEnvelope, SnapshotSigner, SnapshotVerifier,
-    StructuralError, is_daemon_token, is_valid_run_id,
+    SNAPSHOT_FORMAT, SnapshotEnvelope, SnapshotSigner, SnapshotVerifier, StructuralError,
+    is_daemon_token,
 };
 pub use error::{AuthorityError, ErrorKind, Reason};
 pub use fsdir::{DIRECTORY_MODE, FILE_MODE, fsync_count};

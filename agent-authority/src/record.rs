@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{SNAPSHOT_FORMAT, SnapshotEnvelope, is_valid_run_id};
+use crate::envelope::{SNAPSHOT_FORMAT, SnapshotEnvelope, is_daemon_token};
 use crate::error::{AuthorityError, Reason};
 use crate::keys::{MAC_BYTES, ScopeId, SecretKey, hex_decode, hex_encode};
 
@@ -161,7 +161,7 @@ impl Record {
             || record.authority_key_generation != expect.key_generation
             || record.run_id != expect.run_id
             || record.run_generation == 0
-            || !is_valid_run_id(&record.run_id)
+            || !is_daemon_token(&record.run_id)
             || !snapshot_ok
         {
             return Err(invalid());

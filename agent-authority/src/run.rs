@@ -5,7 +5,7 @@
 use crate::fsdir::HeldLock;
 use std::fmt;
 
-use crate::envelope::{Lifecycle, SnapshotEnvelope, is_valid_run_id};
+use crate::envelope::{Lifecycle, SnapshotEnvelope, is_daemon_token};
 use crate::error::{AuthorityError, Reason};
 use crate::kernel::{
     ImportKernel, KernelError, LocalReservation, PausedRun, contained, contained_abort,
@@ -23,7 +23,7 @@ impl Store {
     /// Starts a new run: takes its lock and writes ACTIVE at generation 1. A run id that
     /// ever had a record is refused (state); a tampered record is a verification failure.
     pub fn start(&self, run_id: &str) -> Result<ActiveRun, AuthorityError> {
-        if !is_valid_run_id(run_id) {
+        if !is_daemon_token(run_id) {
             return Err(AuthorityError::new(Reason::InvalidInput));
         }
         let lease = self.lease()?;

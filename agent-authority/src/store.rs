@@ -9,7 +9,7 @@ use std::fs::TryLockError;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, MutexGuard};
 
-use crate::envelope::is_valid_run_id;
+use crate::envelope::is_daemon_token;
 use crate::error::{AuthorityError, Reason};
 use crate::fsdir::{BoundDir, HeldLock, WriteStage};
 use crate::identity::Identity;
@@ -456,7 +456,7 @@ impl Store {
 
     /// Reads and verifies the run's record without taking its lock.
     pub fn inspect(&self, run_id: &str) -> Result<Option<RunStatus>, AuthorityError> {
-        if !is_valid_run_id(run_id) {
+        if !is_daemon_token(run_id) {
             return Err(AuthorityError::new(Reason::InvalidInput));
         }
         let lease = self.lease()?;

@@ -6,8 +6,8 @@ mod support;
 
 use agent_authority::{
     AuthorityBlock, AuthorityError, ENVELOPE_OVERHEAD_BYTES, ErrorKind, HmacSnapshotAuthority,
-    Lifecycle, MAC_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES,
-    MAX_RUN_ID_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey, SnapshotEnvelope,
+    Lifecycle, MAC_BYTES, MAX_DAEMON_TOKEN_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE,
+    MAX_PAYLOAD_BYTES, Reason, SNAPSHOT_FORMAT, ScopeId, SecretKey, SnapshotEnvelope,
     SnapshotSigner, SnapshotVerifier, StructuralError, sha256,
 };
 use proptest::prelude::*;
@@ -88,8 +88,8 @@ fn envelope_json(run_id: &str, sequence: u64, lifecycle: u64, generation: u64) -
 
 #[test]
 fn run_id_bound_holds_at_and_past_it() {
-    let at = "r".repeat(MAX_RUN_ID_BYTES);
-    let past = "r".repeat(MAX_RUN_ID_BYTES + 1);
+    let at = "r".repeat(MAX_DAEMON_TOKEN_BYTES);
+    let past = "r".repeat(MAX_DAEMON_TOKEN_BYTES + 1);
     assert!(SnapshotEnvelope::decode(&envelope_json(&at, 1, 1, 1)).is_ok());
     assert_eq!(
         SnapshotEnvelope::decode(&envelope_json(&past, 1, 1, 1)).unwrap_err(),
@@ -146,7 +146,7 @@ fn padded_payload(run_id: &str, len: usize) -> Vec<u8> {
 fn payload_and_envelope_size_bounds_hold_at_and_past_them() {
     let authority = golden_authority();
     // The longest run id that also needs escaping everywhere.
-    let run_id = "\"".repeat(MAX_RUN_ID_BYTES);
+    let run_id = "\"".repeat(MAX_DAEMON_TOKEN_BYTES);
     let at = padded_payload(&run_id, MAX_PAYLOAD_BYTES);
     let envelope = SnapshotEnvelope::sign(
         &authority,
@@ -496,7 +496,7 @@ fn debug_output_never_shows_the_key() {
 }
 
 fn structure_oracle(run_id: &str, sequence: u64, lifecycle: u64, generation: u64) -> bool {
-    agent_authority::is_valid_run_id(run_id)
+    agent_authority::is_daemon_token(run_id)
         && (1..=MAX_LAST_SEQUENCE).contains(&sequence)
         && (1..=4).contains(&lifecycle)
         && generation > 0
