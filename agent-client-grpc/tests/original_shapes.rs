@@ -195,7 +195,6 @@ async fn the_originals_event_payloads_decode() {
 /// The original's tool outcomes (`definitive`/`uncertain` with `retry`) and the optional
 /// `metadata` of model events.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the wire projection (issue 33 §1)"]
 async fn the_originals_tool_outcomes_and_model_metadata_decode() {
     use c::EventDetail as D;
     use pbe::EventKind as K;

@@ -18,14 +18,14 @@
 //!    unknown member, a missing required one, trailing JSON, an empty payload but for
 //!    `run.completed`).
 
-mod common;
+mod support;
 
 use std::collections::BTreeSet;
 
-use agent_protocol::pb::common::v1::{CapabilitySet, ErrorCode, HealthState, Limits};
 use agent_protocol::pb::engine::v1 as pb;
+use agent_protocol::pb::support::v1::{CapabilitySet, ErrorCode, HealthState, Limits};
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID};
-use common::*;
+use support::*;
 
 /// Frames a conformance stream may take to reach its terminal event (the suite's bound).
 const MAX_EVENT_FRAMES: usize = 1024;
@@ -566,7 +566,6 @@ fn the_shape_check_refuses_what_the_original_client_refuses() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the wire projection (issue 33 §1)"]
 async fn a_completed_runs_events_have_the_wire_shapes() {
     let mut fixture = Fixture::start("shape").await;
     let mut client = fixture.client().await;
@@ -582,7 +581,6 @@ async fn a_completed_runs_events_have_the_wire_shapes() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the wire projection (issue 33 §1)"]
 async fn a_cancelled_runs_events_have_the_wire_shapes() {
     let mut fixture = Fixture::start("shapec").await;
     let mut client = fixture.client().await;
