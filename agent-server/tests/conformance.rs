@@ -23,7 +23,7 @@ mod support;
 use std::collections::BTreeSet;
 
 use agent_protocol::pb::engine::v1 as pb;
-use agent_protocol::pb::support::v1::{CapabilitySet, ErrorCode, HealthState, Limits};
+use agent_protocol::pb::common::v1::{CapabilitySet, ErrorCode, HealthState, Limits};
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID};
 use support::*;
 
