@@ -1,5 +1,5 @@
-//! The other direction of issue 33 §2: our client against a scripted daemon that sends
-//! exactly the original system's event payloads (`../shared/reference/engine-event-payloads.md`),
+//! The other direction of the external check: our client against a scripted daemon that
+//! sends exactly the original system's event payloads (docs/protocol.md, "Event payloads"),
 //! one kind at a time, each decoded through the whole adapter (page, control, detail).
 
 mod support;

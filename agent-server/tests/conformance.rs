@@ -1,5 +1,5 @@
 //! The original system's client conformance profile, checked against our server from the
-//! wire up (issue 33 §2). The original's suite runs through its own gRPC client and is not
+//! wire up (docs/transport.md, "The external check: the original's client conformance suite"). The original's suite runs through its own gRPC client and is not
 //! part of this repository (docs/transport.md says how to run it); these tests check the
 //! same promises in the same order, over a real socket, against the fixture daemon:
 //!
@@ -22,8 +22,8 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use agent_protocol::pb::engine::v1 as pb;
 use agent_protocol::pb::common::v1::{CapabilitySet, ErrorCode, HealthState, Limits};
+use agent_protocol::pb::engine::v1 as pb;
 use agent_server::fixture::{PENDING_DEFINITION_ID, TEXT_DEFINITION_ID};
 use support::*;
 
@@ -419,7 +419,7 @@ fn members(required: &'static [&'static str], optional: &'static [&'static str])
 }
 
 /// The members of each kind's payload on the wire, `None` for a payload that must be empty
-/// (`../shared/reference/engine-event-payloads.md`).
+/// (docs/protocol.md, "Event payloads").
 fn wire_members(kind: pb::EventKind) -> Option<Members> {
     use pb::EventKind as K;
     Some(match kind {
