@@ -15,6 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 
+use crate::run_id::RunId;
 use crate::stage::{is_plan_id, is_sha256_fingerprint};
 use crate::tool::{
     Capability, ExecutionState, ReplaySafety, RetryDisposition, ShapeViolation, ToolFacts,
@@ -994,18 +995,20 @@ impl Event {
 /// One sequenced event of one run.
 ///
 /// ```
-/// use std::sync::Arc;
+/// use agent_core::RunId;
 /// use agent_core::event::{Envelope, Event, Timestamp};
 ///
-/// let envelope = Envelope::new(Arc::from("run-1"), 1, Timestamp::from_unix_nanos(1), Event::TurnStarted { turn: 1 });
+/// let envelope = Envelope::new(RunId::new("run-1")?, 1, Timestamp::from_unix_nanos(1), Event::TurnStarted { turn: 1 });
 /// let json = serde_json::to_string(&envelope)?;
 /// assert_eq!(json, r#"{"run_id":"run-1","sequence":1,"at":1,"kind":"turn.started","data":{"turn":1}}"#);
 /// assert_eq!(serde_json::from_str::<Envelope>(&json)?, envelope);
-/// # Ok::<(), serde_json::Error>(())
+/// // The run id is a kernel run id: one that breaks its rule does not decode.
+/// assert!(serde_json::from_str::<Envelope>(&json.replace("run-1", " run-1")).is_err());
+/// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
-    run_id: Arc<str>,
+    run_id: RunId,
     sequence: u64,
     at: Timestamp,
     #[serde(flatten)]
@@ -1014,7 +1017,7 @@ pub struct Envelope {
 
 impl Envelope {
     /// Wraps `event`.
-    pub fn new(run_id: Arc<str>, sequence: u64, at: Timestamp, event: Event) -> Self {
+    pub fn new(run_id: RunId, sequence: u64, at: Timestamp, event: Event) -> Self {
         Envelope {
             run_id,
             sequence,
@@ -1024,7 +1027,7 @@ impl Envelope {
     }
 
     /// The run.
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
@@ -1050,7 +1053,7 @@ impl Envelope {
 
     /// The bytes charged for this envelope in log limits.
     pub fn accounted_bytes(&self) -> usize {
-        self.run_id.len() + self.event.accounted_bytes()
+        self.run_id.as_str().len() + self.event.accounted_bytes()
     }
 }
 

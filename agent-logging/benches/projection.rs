@@ -23,7 +23,8 @@ impl Observer for Accept {
 }
 
 fn envelope(event: Event) -> Envelope {
-    Envelope::new(Arc::from("run-1"), 1, Timestamp::from_unix_nanos(1), event)
+    let run = agent_core::RunId::new("run-1").expect("a valid run id");
+    Envelope::new(run, 1, Timestamp::from_unix_nanos(1), event)
 }
 
 fn offer(c: &mut Criterion) {

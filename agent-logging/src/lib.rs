@@ -16,15 +16,16 @@
 //! ```
 //! use std::sync::Arc;
 //! use std::time::Duration;
+//! use agent_core::RunId;
 //! use agent_core::event::{Envelope, Event, Observer, Timestamp};
 //! use agent_logging::{Config, EventLogger};
 //!
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build()?.block_on(async {
 //! let logger = EventLogger::start(Config::default())?;
-//! let started = Envelope::new(Arc::from("run-1"), 1, Timestamp::from_unix_nanos(1),
+//! let started = Envelope::new(RunId::new("run-1")?, 1, Timestamp::from_unix_nanos(1),
 //!     Event::RunStarted { agent: Arc::from("demo") });
 //! logger.publish(&started).await?;
-//! let delta = Envelope::new(Arc::from("run-1"), 2, Timestamp::from_unix_nanos(2),
+//! let delta = Envelope::new(RunId::new("run-1")?, 2, Timestamp::from_unix_nanos(2),
 //!     Event::ModelDelta { text: "never logged".into() });
 //! logger.publish(&delta).await?;
 //! logger.close(Duration::from_secs(5)).await?;

@@ -366,11 +366,11 @@ impl Consumer {
             bump(&self.counters.handled);
         }
         if envelope.kind().ends_run() {
-            self.spans.remove(envelope.run_id());
+            self.spans.remove(envelope.run_id().as_str());
         } else if matches!(
             envelope.kind(),
             EventKind::TurnCompleted | EventKind::TurnFailed
-        ) && let Some(spans) = self.spans.get_mut(envelope.run_id())
+        ) && let Some(spans) = self.spans.get_mut(envelope.run_id().as_str())
         {
             spans.turn = None;
         }
@@ -392,7 +392,7 @@ impl Consumer {
     /// span, else its run span, opened on first sight (a resumed run has no `run.started`
     /// here).
     fn span_for(&mut self, envelope: &Envelope) -> (Arc<str>, Span) {
-        if !self.spans.contains_key(envelope.run_id()) {
+        if !self.spans.contains_key(envelope.run_id().as_str()) {
             if self.spans.len() >= MAX_OPEN_RUN_SPANS
                 && let Some(oldest) = self
                     .spans
@@ -402,14 +402,14 @@ impl Consumer {
             {
                 self.spans.remove(&oldest);
             }
-            let pseudonym: Arc<str> = Arc::from(self.pseudonyms.run(envelope.run_id()));
+            let pseudonym: Arc<str> = Arc::from(self.pseudonyms.run(envelope.run_id().as_str()));
             let run = catch_unwind(AssertUnwindSafe(|| {
                 tracing::span!(target: "agent_logging", Level::INFO, "agent.run", run_correlation = &*pseudonym)
             }))
             .unwrap_or_else(|_| Span::none());
             self.opened += 1;
             self.spans.insert(
-                Arc::from(envelope.run_id()),
+                Arc::from(envelope.run_id().as_str()),
                 RunSpans {
                     pseudonym,
                     run,
@@ -418,9 +418,9 @@ impl Consumer {
                 },
             );
         }
-        let Some(spans) = self.spans.get_mut(envelope.run_id()) else {
+        let Some(spans) = self.spans.get_mut(envelope.run_id().as_str()) else {
             return (
-                Arc::from(self.pseudonyms.run(envelope.run_id())),
+                Arc::from(self.pseudonyms.run(envelope.run_id().as_str())),
                 Span::none(),
             );
         };
@@ -472,7 +472,7 @@ impl Consumer {
                 )
             };
         }
-        let call = |call_id: &str| self.pseudonyms.call(envelope.run_id(), call_id);
+        let call = |call_id: &str| self.pseudonyms.call(envelope.run_id().as_str(), call_id);
         match envelope.event() {
             Event::RunStarted { .. } => record!(INFO, "agent.run.started", "run started"),
             Event::RunCompleted => record!(INFO, "agent.run.completed", "run completed"),
@@ -648,7 +648,7 @@ impl Consumer {
                     name: "agent.event_decode_failed",
                     target: "agent_logging",
                     Level::WARN,
-                    run_correlation = self.pseudonyms.run(envelope.run_id()).as_str(),
+                    run_correlation = self.pseudonyms.run(envelope.run_id().as_str()).as_str(),
                     sequence = envelope.sequence(),
                     event_kind = envelope.kind().as_str(),
                     "event decode failed"

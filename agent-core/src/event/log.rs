@@ -211,15 +211,14 @@ pub struct ReplayPage {
 /// than ever blocking an append. Share it with an `Arc`.
 ///
 /// ```
-/// use std::sync::Arc;
 /// use agent_core::RunId;
 /// use agent_core::event::{Envelope, Event, EventLog, LogLimits, ReplayRequest, Timestamp};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// # tokio::runtime::Builder::new_current_thread().build()?.block_on(async {
-/// let run: Arc<str> = Arc::from("run-1");
+/// let run = RunId::new("run-1")?;
 /// let at = Timestamp::from_unix_nanos(1);
-/// let log = EventLog::new(RunId::new(run.clone())?, LogLimits::default())?;
+/// let log = EventLog::new(run.clone(), LogLimits::default())?;
 /// log.append(Envelope::new(run.clone(), 1, at, Event::TurnStarted { turn: 1 }))?;
 /// log.append(Envelope::new(run.clone(), 2, at, Event::ModelStarted { turn: 1 }))?;
 /// log.append(Envelope::new(run.clone(), 3, at, Event::ModelDelta { text: "hi".into() }))?;
@@ -265,17 +264,12 @@ impl Entry {
     }
 
     /// The entry as an envelope of `run_id`.
-    fn envelope(&self, run_id: &Arc<str>) -> Envelope {
-        Envelope::new(
-            Arc::clone(run_id),
-            self.sequence,
-            self.at,
-            self.event.clone(),
-        )
+    fn envelope(&self, run_id: &RunId) -> Envelope {
+        Envelope::new(run_id.clone(), self.sequence, self.at, self.event.clone())
     }
 
     /// The entry as an envelope of `run_id`, queued with its bytes.
-    fn queued(&self, run_id: &Arc<str>) -> Queued {
+    fn queued(&self, run_id: &RunId) -> Queued {
         Queued {
             envelope: self.envelope(run_id),
             bytes: self.bytes,
@@ -319,7 +313,7 @@ impl Inner {
     }
 
     /// Offers the newest entry to every subscriber, dropping the gone and the lagging.
-    fn publish(&mut self, run_id: &Arc<str>, limits: &LogLimits) {
+    fn publish(&mut self, run_id: &RunId, limits: &LogLimits) {
         let Some(entry) = self.entries.back() else {
             return;
         };
@@ -465,7 +459,7 @@ impl EventLog {
             event,
             bytes,
         };
-        let envelope = entry.envelope(self.run_id.as_arc());
+        let envelope = entry.envelope(&self.run_id);
         self.store(inner, entry);
         Ok(envelope)
     }
@@ -476,10 +470,10 @@ impl EventLog {
         if inner.closed {
             return Err(LogError::Closed);
         }
-        if envelope.run_id() != self.run_id.as_str() {
+        if envelope.run_id() != &self.run_id {
             return Err(LogError::RunMismatch {
                 expected: self.run_id.to_string(),
-                found: envelope.run_id().to_owned(),
+                found: envelope.run_id().to_string(),
             });
         }
         if let Some(expected) = inner.last.checked_add(1)
@@ -538,7 +532,7 @@ impl EventLog {
         inner.bytes += entry.bytes;
         inner.entries.push_back(entry);
         if !inner.subscribers.is_empty() {
-            inner.publish(self.run_id.as_arc(), &self.limits);
+            inner.publish(&self.run_id, &self.limits);
         }
     }
 
@@ -581,7 +575,7 @@ impl EventLog {
                 break;
             }
             bytes += entry.bytes;
-            events.push(entry.envelope(self.run_id.as_arc()));
+            events.push(entry.envelope(&self.run_id));
         }
         let has_more = events.len() < available;
         let tail = (request.tail && !has_more).then(|| {
@@ -615,9 +609,7 @@ impl EventLog {
         if bytes > self.limits.subscriber_max_bytes {
             return Err(exhausted("event_replay_bytes"));
         }
-        let queue = backlog
-            .map(|entry| entry.queued(self.run_id.as_arc()))
-            .collect();
+        let queue = backlog.map(|entry| entry.queued(&self.run_id)).collect();
         Ok(inner.subscribe(after, queue))
     }
 
@@ -818,7 +810,7 @@ mod tests {
 
     fn envelope(sequence: u64, event: Event) -> Envelope {
         Envelope::new(
-            Arc::from(RUN),
+            RunId::new(RUN).expect("a valid run id"),
             sequence,
             Timestamp::from_unix_nanos(1),
             event,
@@ -941,7 +933,12 @@ mod tests {
     fn appends_must_be_of_this_run_and_in_sequence() {
         let log = log_with(LogLimits::default());
         let mut other = delta(1, 0);
-        other = Envelope::new(Arc::from("run-2"), 1, other.at(), other.event().clone());
+        other = Envelope::new(
+            RunId::new("run-2").expect("a valid run id"),
+            1,
+            other.at(),
+            other.event().clone(),
+        );
         let (expected, found) = (RUN.to_owned(), "run-2".to_owned());
         assert_eq!(
             log.append(other),

@@ -60,7 +60,12 @@ fn failed() -> ToolFailed {
 }
 
 fn envelope_json(event: Event) -> String {
-    let envelope = Envelope::new(Arc::from("r"), 1, Timestamp::from_unix_nanos(1), event);
+    let envelope = Envelope::new(
+        crate::RunId::new("r").expect("a valid run id"),
+        1,
+        Timestamp::from_unix_nanos(1),
+        event,
+    );
     serde_json::to_string(&envelope).unwrap()
 }
 
@@ -361,7 +366,12 @@ fn a_decoded_event_of_another_kind_is_refused() {
 }
 
 fn data(event: Event) -> Value {
-    let envelope = Envelope::new(Arc::from("r"), 1, Timestamp::from_unix_nanos(1), event);
+    let envelope = Envelope::new(
+        crate::RunId::new("r").expect("a valid run id"),
+        1,
+        Timestamp::from_unix_nanos(1),
+        event,
+    );
     serde_json::to_value(&envelope).unwrap()
 }
 

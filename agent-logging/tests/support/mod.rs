@@ -140,7 +140,7 @@ pub fn capture(behaviour: Behaviour) -> (Dispatch, Arc<Mutex<Vec<Record>>>) {
 
 pub fn envelope(run: &str, sequence: u64, event: Event) -> Envelope {
     Envelope::new(
-        Arc::from(run),
+        agent_core::RunId::new(run).expect("a valid run id"),
         sequence,
         Timestamp::from_unix_nanos(1_000 + sequence),
         event,

@@ -226,11 +226,11 @@ pub(super) fn project_wire_event(envelope: &Envelope, rich: bool) -> Option<pb::
         return None;
     }
     Some(pb::RunEvent {
-        run_id: envelope.run_id().to_owned(),
+        run_id: envelope.run_id().to_string(),
         sequence: envelope.sequence(),
         unix_nano: i64::try_from(envelope.at().unix_nanos()).ok()?,
         kind: kind as i32,
-        payload_json: project_payload(envelope.run_id(), envelope.event(), rich)?,
+        payload_json: project_payload(envelope.run_id().as_str(), envelope.event(), rich)?,
         // On the wire `terminal` marks every event that ends its scope (run, turn, model,
         // tool, interaction), not only the run's end.
         terminal: agent_protocol::stream::is_terminal_kind(kind),

@@ -208,7 +208,6 @@ pub(super) fn one_frame<T: Send + 'static>(frame: T) -> BoxStream<T> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::Arc;
 
     use agent_core::event::{Event, Timestamp};
     use agent_protocol::pb::common::v1::ErrorCode;
@@ -217,7 +216,7 @@ mod tests {
 
     fn envelope(sequence: u64) -> Envelope {
         Envelope::new(
-            Arc::from("run-1"),
+            agent_core::RunId::new("run-1").expect("a valid run id"),
             sequence,
             Timestamp::from_unix_nanos(1),
             Event::TurnStarted { turn: 1 },

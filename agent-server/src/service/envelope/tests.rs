@@ -10,7 +10,7 @@ use agent_protocol::event_payload::{CAPABILITY_RICH_EVENTS, RICH_MEMBER};
 
 fn envelope(run: &str, sequence: u64, event: Event) -> Envelope {
     Envelope::new(
-        Arc::from(run),
+        agent_core::RunId::new(run).expect("a valid run id"),
         sequence,
         Timestamp::from_unix_nanos(1_700_000_000_000_000_000),
         event,
@@ -319,10 +319,10 @@ fn kernel_event() -> impl Strategy<Value = Event> {
 
 proptest! {
     /// Every kernel event within the kernel's bounds projects to a payload the strict
-    /// decoder accepts, with and without the rich member, for any run id.
+    /// decoder accepts, with and without the rich member, for any kernel run id.
     #[test]
     fn every_projected_kernel_event_decodes(
-        run in "[a-zA-Z0-9-]{1,128}",
+        run in "[a-zA-Z0-9-]{1,96}",
         event in kernel_event(),
         rich in any::<bool>(),
     ) {
