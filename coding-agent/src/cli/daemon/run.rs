@@ -88,7 +88,8 @@ async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers:
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Ending {
     Completed,
-    Failed,
+    /// The run failed, with the reason its `run.failed` event gives.
+    Failed(String),
     Cancelled,
     /// Another process reconnected as the run's owner.
     Fenced,
@@ -165,6 +166,10 @@ async fn follow(
     let mut spinner = Spinner::stderr();
     let stdout = std::io::stdout();
     let mut cancelled = false;
+    // Events up to here were asked to be skipped; only a re-read of the terminal (below)
+    // delivers any of them again, and it is not printed twice.
+    let printed_after = after;
+    let mut rewound = false;
     loop {
         let mut stream = match session
             .events(c::Cursor::new(run.clone(), after), options)
@@ -214,19 +219,41 @@ async fn follow(
                 Ok(Some(c::EventFrame::Event(event))) => {
                     after = event.sequence();
                     let mut out = stdout.lock();
-                    if json {
-                        let _ = writeln!(out, "{}", event_json(&event));
-                    } else {
-                        render(&event, &mut spinner, &mut out);
+                    if after > printed_after {
+                        if json {
+                            let _ = writeln!(out, "{}", event_json(&event));
+                        } else {
+                            render(&event, &mut spinner, &mut out);
+                        }
                     }
                     if is_run_terminal(&event) {
                         spinner.stop();
-                        return Ok(match event.kind() {
-                            c::EventKind::RunCompleted => Ending::Completed,
-                            c::EventKind::RunCancelled => Ending::Cancelled,
-                            _ => Ending::Failed,
+                        return Ok(match (event.kind(), event.detail()) {
+                            (c::EventKind::RunCompleted, _) => Ending::Completed,
+                            (c::EventKind::RunCancelled, _) => Ending::Cancelled,
+                            (_, c::EventDetail::Status { text }) => Ending::Failed(text.clone()),
+                            _ => Ending::Failed(String::new()),
                         });
                     }
+                }
+                // Nothing follows the cursor and nothing will: the run ended at or before
+                // it (`attach --from` its last event). Re-read its last event, once, for
+                // the ending.
+                Ok(Some(c::EventFrame::Control(control)))
+                    if !control.tailing()
+                        && !control.has_more()
+                        && control.last_delivered() >= control.latest() =>
+                {
+                    if rewound || control.latest() == 0 {
+                        spinner.stop();
+                        return Ok(Ending::Lost(format!(
+                            "run {} has no terminal event after sequence {after}",
+                            run.as_str()
+                        )));
+                    }
+                    rewound = true;
+                    after = control.latest() - 1;
+                    break;
                 }
                 Ok(Some(c::EventFrame::Control(_))) => {}
                 // The page ended without tailing: read on from the last sequence.
@@ -255,9 +282,12 @@ fn stream_ending(error: &c::Error) -> Ending {
     }
 }
 
-fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
-    // The summary goes on its own line after streamed text.
-    let _ = writeln!(std::io::stdout());
+fn exit_for(ending: Ending, run: &str, json: bool) -> Result<ExitCode, CliError> {
+    // The summary goes on its own line after streamed text; `--json` output is JSON lines
+    // only.
+    if !json {
+        let _ = writeln!(std::io::stdout());
+    }
     match ending {
         Ending::Completed => {
             eprintln!("done: run {run}");
@@ -267,7 +297,12 @@ fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
             eprintln!("cancelled: run {run}");
             Ok(ExitCode::from(EXIT_CANCELLED))
         }
-        Ending::Failed => {
+        // Says why, as the one-shot form does.
+        Ending::Failed(why) if !why.is_empty() => {
+            eprintln!("failed ({why}): run {run}");
+            Ok(ExitCode::FAILURE)
+        }
+        Ending::Failed(_) => {
             eprintln!("failed: run {run}");
             Ok(ExitCode::FAILURE)
         }
@@ -285,7 +320,7 @@ fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
 fn ending_state(ending: &Ending) -> Option<&'static str> {
     match ending {
         Ending::Completed => Some("completed"),
-        Ending::Failed => Some("failed"),
+        Ending::Failed(_) => Some("failed"),
         Ending::Cancelled => Some("cancelled"),
         _ => None,
     }
@@ -382,7 +417,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str())
+    exit_for(ending, run.as_str(), args.task.json)
 }
 
 /// `agent attach RUN [--from SEQ]`: reconnects as the run's owner (fencing any other
@@ -419,5 +454,5 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str())
+    exit_for(ending, run.as_str(), false)
 }
