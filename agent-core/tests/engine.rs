@@ -459,3 +459,125 @@ async fn prepare_then_abort_leaves_nothing_behind() {
         StartError::Closed
     );
 }
+
+/// A continued conversation: the model sees the earlier run's whole history (its tool round
+/// too) and the new question; the run's own events start from 1.
+#[tokio::test]
+async fn a_run_continues_an_earlier_conversation() {
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    let provider = Arc::new(ScriptedProvider::new(move |request: &ModelRequest| {
+        let roles: Vec<Role> = request.messages().iter().map(Message::role).collect();
+        record.lock().unwrap().push(roles);
+        let last = request.messages().last().expect("history");
+        if last.role() == Role::User && last.text() == "hello" {
+            vec![
+                StreamEvent::ToolCall(Call::new("call-1", "read", json!({})).unwrap()),
+                StreamEvent::Completed {
+                    usage: Usage::new(1, 1),
+                },
+            ]
+        } else {
+            vec![
+                StreamEvent::TextDelta(format!("answer to {}", last.text())),
+                StreamEvent::Completed {
+                    usage: Usage::new(1, 1),
+                },
+            ]
+        }
+    }));
+    let engine = engine(provider, vec![Arc::new(ReadTool::new())]);
+    let agent = AgentDefinition::new("chat", "scripted", 3).unwrap();
+    let first = engine.start(&agent, input()).await.unwrap();
+    first.wait().await.unwrap();
+    let earlier = first.snapshot().unwrap().history().to_vec();
+    assert_eq!(earlier.len(), 4, "question, call, result, answer");
+
+    let next = Message::user("and then?").unwrap();
+    let second = engine
+        .start_continuing(&agent, earlier.clone(), next)
+        .await
+        .unwrap();
+    let output = second.wait().await.unwrap();
+    assert_eq!(output.answer, "answer to and then?");
+    assert_eq!(output.turns, 1, "turns count for this run only");
+    assert_ne!(second.id(), first.id());
+    use Role::{Assistant, Tool, User};
+    assert_eq!(
+        seen.lock().unwrap().last().unwrap(),
+        &[User, Assistant, Tool, Assistant, User]
+    );
+    assert_eq!(
+        kinds(&second),
+        [
+            EventKind::RunStarted,
+            EventKind::TurnStarted,
+            EventKind::ModelStarted,
+            EventKind::ModelDelta,
+            EventKind::ModelCompleted,
+            EventKind::TurnCompleted,
+            EventKind::RunCompleted,
+        ]
+    );
+    // Its snapshot holds the whole conversation, so it continues again.
+    let history = second.snapshot().unwrap().history().to_vec();
+    assert_eq!(&history[..4], &earlier[..]);
+    assert_eq!(history.len(), 6);
+    engine.shutdown().await;
+}
+
+/// A conversation that is not settled is refused before anything is leased or started.
+#[tokio::test]
+async fn an_unsettled_conversation_is_refused_before_the_run_starts() {
+    let engine = engine(text_provider(), vec![]);
+    let agent = AgentDefinition::new("chat", "scripted", 3).unwrap();
+    let call = Call::new("call-1", "read", json!({})).unwrap();
+    let open_round = vec![
+        input(),
+        Message::new(Role::Assistant, vec![Part::ToolCall(call)]).unwrap(),
+    ];
+    let next = || Message::user("next").unwrap();
+    let cases: Vec<(&str, Vec<Message>, Message, StartError)> = vec![
+        (
+            "an unanswered call",
+            open_round,
+            next(),
+            StartError::Conversation("a tool call was left without its result"),
+        ),
+        (
+            "an assistant first",
+            vec![Message::assistant("hi").unwrap()],
+            next(),
+            StartError::Conversation("a conversation starts with the user's message"),
+        ),
+        (
+            "too many messages",
+            vec![input(); agent_core::model::MAX_MESSAGES],
+            next(),
+            StartError::Conversation("a conversation holds 1 to 4096 messages"),
+        ),
+        (
+            "an input from the assistant",
+            vec![input()],
+            Message::assistant("no").unwrap(),
+            StartError::Input,
+        ),
+    ];
+    for (name, earlier, next, expected) in cases {
+        let refused = engine.start_continuing(&agent, earlier, next).await;
+        assert_eq!(refused.err(), Some(expected), "{name}");
+    }
+    // Nothing was reserved: the next run takes the engine's first id.
+    let run = engine.start(&agent, input()).await.unwrap();
+    assert_eq!(run.id(), "run-1");
+    // At the bound exactly: 4095 earlier messages and the input are accepted.
+    let mut earlier = vec![input(); agent_core::model::MAX_MESSAGES - 1];
+    earlier[1] = Message::assistant("ok").unwrap();
+    assert!(
+        engine
+            .start_continuing(&agent, earlier, next())
+            .await
+            .is_ok()
+    );
+    engine.shutdown().await;
+}

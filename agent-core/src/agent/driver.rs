@@ -34,6 +34,11 @@ pub(crate) enum Start {
         agent: AgentDefinition,
         input: Message,
     },
+    /// A fresh run whose history already holds an earlier conversation (checked).
+    Continued {
+        agent: AgentDefinition,
+        history: Vec<Message>,
+    },
     Resumed(Box<Snapshot>),
 }
 
@@ -49,6 +54,9 @@ pub(crate) fn launch(
 ) -> Run {
     let (agent, interaction_ids, loop_state) = match start {
         Start::Fresh { agent, input } => (agent, BTreeSet::new(), LoopState::fresh(input)),
+        Start::Continued { agent, history } => {
+            (agent, BTreeSet::new(), LoopState::continued(history))
+        }
         Start::Resumed(snapshot) => {
             let snapshot = *snapshot;
             let agent = snapshot.agent.clone();
@@ -172,6 +180,20 @@ impl LoopState {
         history.push(input);
         LoopState {
             history_bytes,
+            history: Arc::new(history),
+            completed_turns: 0,
+            fresh: true,
+            usage: Usage::default(),
+            answer: String::new(),
+            round: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// A fresh run over a checked conversation: its turns count from 1.
+    pub(crate) fn continued(history: Vec<Message>) -> Self {
+        LoopState {
+            history_bytes: history.iter().map(Message::size_bytes).sum(),
             history: Arc::new(history),
             completed_turns: 0,
             fresh: true,

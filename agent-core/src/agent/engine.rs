@@ -75,6 +75,10 @@ pub enum StartError {
     /// A completed run has nothing left to do.
     #[error("a completed run cannot be resumed")]
     NotResumable,
+    /// The earlier conversation given to
+    /// [`start_continuing`](Engine::start_continuing) is not a settled history.
+    #[error("the earlier conversation is invalid: {0}")]
+    Conversation(&'static str),
     /// Runs execute on a tokio runtime; commit was called outside one.
     #[error("a run must be committed inside a tokio runtime")]
     NoRuntime,
@@ -297,6 +301,74 @@ impl Engine {
         let cancel = CancellationToken::new();
         self.prepare_fresh(agent, input, Some(&cancel))
             .await?
+            .launch(cancel)
+    }
+
+    /// Starts a run that continues a conversation: the `earlier` messages (the history of a
+    /// run that ended, such as [`Snapshot::history`]) and then `input`, under a fresh run
+    /// id, plan lease and turn count. The model sees the whole conversation; the run's
+    /// events are its own (from `run.started`). `earlier` must be a settled history: it
+    /// starts with a user message and answers every tool call it makes
+    /// ([`StartError::Conversation`]), and with `input` it fits the request bounds
+    /// ([`MAX_MESSAGES`](crate::model::MAX_MESSAGES) messages,
+    /// [`MAX_REQUEST_BYTES`](crate::model::MAX_REQUEST_BYTES)).
+    ///
+    /// ```
+    /// # use std::collections::BTreeMap;
+    /// # use std::sync::Arc;
+    /// # use agent_core::agent::{AgentDefinition, Engine};
+    /// # use agent_core::message::Message;
+    /// # use agent_core::model::{ScriptedProvider, StreamEvent, Usage, ModelRequest};
+    /// # use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// // The model answers with how many messages it was sent.
+    /// let provider = ScriptedProvider::new(|request: &ModelRequest| {
+    ///     let seen = request.messages().len().to_string();
+    ///     vec![StreamEvent::TextDelta(seen), StreamEvent::Completed { usage: Usage::new(1, 1) }]
+    /// });
+    /// let plans = StaticToolPlanSource::from_dispatcher(Dispatcher::new(BTreeMap::new())?);
+    /// let engine = Engine::builder(Arc::new(provider), plans).build()?;
+    /// let agent = AgentDefinition::new("chat", "scripted", 1)?;
+    ///
+    /// let first = engine.start(&agent, Message::user("hello")?).await?;
+    /// assert_eq!(first.wait().await?.answer, "1");
+    /// let earlier = first.snapshot()?.history().to_vec(); // the question and the answer
+    /// let second = engine.start_continuing(&agent, earlier, Message::user("again")?).await?;
+    /// assert_eq!(second.wait().await?.answer, "3");
+    /// engine.shutdown().await;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub async fn start_continuing(
+        &self,
+        agent: &AgentDefinition,
+        earlier: Vec<Message>,
+        input: Message,
+    ) -> Result<Run, StartError> {
+        debug_assert!(agent.validate().is_ok());
+        if input.role() != Role::User {
+            return Err(StartError::Input);
+        }
+        let mut history = earlier;
+        history.push(input);
+        super::snapshot::check_conversation(&history).map_err(StartError::Conversation)?;
+        if self.inner.is_closed() {
+            return Err(StartError::Closed);
+        }
+        let cancel = CancellationToken::new();
+        let lease = self.lease(None).await?;
+        let identity = self.inner.plan_identity_for(&lease);
+        let id = self.inner.ids.next_run_id();
+        let start = Start::Continued {
+            agent: agent.clone(),
+            history,
+        };
+        let reservation = Reservation {
+            release: Release::Retire,
+            filed: Some(&cancel),
+        };
+        self.reserve(id, reservation, (lease, identity), EventLog::new, start)?
             .launch(cancel)
     }
 

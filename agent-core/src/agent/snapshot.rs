@@ -460,6 +460,28 @@ impl Snapshot {
     }
 }
 
+/// Whether `history` is a settled conversation a new run may continue: 1 to
+/// [`MAX_MESSAGES`] messages within [`MAX_REQUEST_BYTES`](crate::model::MAX_REQUEST_BYTES),
+/// the first the user's, every tool call answered. The reason when it is not.
+pub(crate) fn check_conversation(history: &[Message]) -> Result<(), &'static str> {
+    if history.is_empty() || history.len() > MAX_MESSAGES {
+        return Err("a conversation holds 1 to 4096 messages");
+    }
+    let bytes: usize = history.iter().map(Message::size_bytes).sum();
+    if bytes > crate::model::MAX_REQUEST_BYTES {
+        return Err("the conversation is larger than a model request may be");
+    }
+    if history[0].role() != Role::User {
+        return Err("a conversation starts with the user's message");
+    }
+    match open_calls(history) {
+        Ok(open) if open.is_empty() => Ok(()),
+        Ok(_) => Err("a tool call was left without its result"),
+        Err(SnapshotError::Invalid(reason)) => Err(reason),
+        Err(_) => Err("the history is malformed"),
+    }
+}
+
 /// The calls without a result, in order; checks that results answer an earlier open call of
 /// the same name, that ids are unique, and that open calls belong to the last assistant
 /// message.
