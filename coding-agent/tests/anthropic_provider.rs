@@ -6,15 +6,13 @@
 mod support;
 
 use std::num::NonZeroU32;
-use std::time::Duration;
 
 use agent_core::message::{Message, Part, Role, ToolResultPart};
-use agent_core::model::{ModelProvider, ModelRequest, ProviderError, StreamEvent, Usage};
-use agent_core::tool::{Call, Definition, Effect, ReplaySafety};
+use agent_core::model::{ModelRequest, StreamEvent};
+use agent_core::tool::Call;
 use coding_agent::anthropic::{AnthropicConfig, AnthropicProvider, ConfigError};
 use serde_json::{Value, json};
-use support::{End, Framing, Script, Server, closed_origin, drain, split_at};
-use tokio::time::timeout;
+use support::*;
 
 const KEY: &str = "sk-ant-test-secret-0123456789";
 
@@ -22,8 +20,8 @@ fn config(origin: &str) -> AnthropicConfig {
     AnthropicConfig::new(origin, KEY, "config-default-model").unwrap()
 }
 
-fn provider(server: &Server) -> AnthropicProvider {
-    AnthropicProvider::new(config(&server.origin)).unwrap()
+fn provider(origin: &str) -> AnthropicProvider {
+    AnthropicProvider::new(config(origin)).unwrap()
 }
 
 /// `event: <type>` and `data: <json>`, then a blank line, as Anthropic sends them.
@@ -82,28 +80,12 @@ fn request() -> ModelRequest {
     .unwrap()
 }
 
-async fn start_error(provider: &AnthropicProvider) -> ProviderError {
-    match provider.stream(request()).await {
-        Ok(_) => panic!("expected a provider error"),
-        Err(error) => error,
-    }
-}
-
-/// Neither the key nor the loopback address shows in anything the error prints.
-fn assert_discreet(error: &ProviderError) {
-    for shown in [error.to_string(), format!("{error:?}")] {
-        assert!(!shown.contains(KEY), "{shown}");
-        assert!(!shown.contains("127.0.0.1"), "{shown}");
-    }
-}
-
-fn tool(name: &str, description: &str) -> Definition {
-    Definition::builder(name, description)
-        .input_schema(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
-        .effect(Effect::ReadOnly)
-        .replay_safety(ReplaySafety::Safe)
-        .build()
-        .unwrap()
+/// A complete response with no content.
+fn empty_response() -> Script {
+    let body = [message_start(1)]
+        .into_iter()
+        .chain(message_end("end_turn", 1));
+    Script::events(body.collect())
 }
 
 fn result(call_id: &str, content: &str, problem: bool) -> Part {
@@ -139,55 +121,26 @@ async fn streams_text_split_mid_line_and_sends_the_mapped_request() {
         body.find("message_stop").unwrap() + 4,
     ];
     cuts.sort_unstable();
-    let server = Server::start(Script::events(split_at(&body, &cuts))).await;
-    let config = config(&server.origin)
-        .with_system_prompt("You are a coding agent.")
-        .with_max_tokens(NonZeroU32::new(1000).unwrap());
-    let provider = AnthropicProvider::new(config).unwrap();
+    fn prompted(origin: &str) -> AnthropicProvider {
+        let config = config(origin)
+            .with_system_prompt("You are a coding agent.")
+            .with_max_tokens(NonZeroU32::new(1000).unwrap());
+        AnthropicProvider::new(config).unwrap()
+    }
 
-    let messages = vec![
-        Message::system("Be brief.").unwrap(),
-        Message::user("Read a.").unwrap(),
-        Message::new(
-            Role::User,
-            vec![Part::Extension {
-                namespace: "host.note".into(),
-                value: json!({"skipped": true}),
-            }],
-        )
-        .unwrap(),
-        Message::new(
-            Role::Assistant,
-            vec![
-                Part::Text("Reading.".into()),
-                Part::ToolCall(Call::new("toolu_a", "files.read", json!({"path": "a"})).unwrap()),
-            ],
-        )
-        .unwrap(),
-        Message::new(Role::Tool, vec![result("toolu_a", "alpha", false)]).unwrap(),
-        Message::assistant("It says alpha.").unwrap(),
-        Message::user("Thanks.").unwrap(),
-    ];
+    let mut messages = conversation();
+    messages.push(Message::assistant("It says alpha.").unwrap());
+    messages.push(Message::user("Thanks.").unwrap());
     let request = ModelRequest::new("run-1/model/2", "claude-test", messages)
         .unwrap()
-        .with_tools(vec![tool("files.read", "Reads a file.")])
+        .with_tools(tools())
         .unwrap();
 
-    let mut stream = provider.stream(request).await.unwrap();
-    let events = drain(&mut stream).await.unwrap();
-    assert_eq!(
-        events,
-        vec![
-            StreamEvent::TextDelta("Hel".into()),
-            StreamEvent::TextDelta("lo, ".into()),
-            StreamEvent::TextDelta("world".into()),
-            StreamEvent::Completed {
-                usage: Usage::new(12, 5)
-            },
-        ]
-    );
-
-    let served = server.served().await;
+    let script = Script::events(split_at(&body, &cuts));
+    let (events, served) = exchange(prompted, script, request).await;
+    // Each delta as sent, however the bytes were cut; the usage of both usage events.
+    let expected = vec![text("Hel"), text("lo, "), text("world"), completed(12, 5)];
+    assert_eq!(events, expected);
     assert_eq!(served.method, "POST");
     assert_eq!(served.path, "/v1/messages");
     assert_eq!(served.header("x-api-key"), Some(KEY));
@@ -202,38 +155,34 @@ async fn streams_text_split_mid_line_and_sends_the_mapped_request() {
             "stream": true,
             "system": "You are a coding agent.\n\nBe brief.",
             "messages": [
-                {"role": "user", "content": "Read a."},
+                {"role": "user", "content": "Read a, list b."},
                 {"role": "assistant", "content": [
                     {"type": "text", "text": "Reading."},
-                    {"type": "tool_use", "id": "toolu_a", "name": "files__read",
+                    {"type": "tool_use", "id": "call_a", "name": "files__read",
                      "input": {"path": "a"}},
+                    {"type": "tool_use", "id": "call_b", "name": "list_dir", "input": {}},
                 ]},
                 {"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": "toolu_a", "content": "alpha"},
+                    {"type": "tool_result", "tool_use_id": "call_a", "content": "alpha"},
+                    {"type": "tool_result", "tool_use_id": "call_b",
+                     "content": "no such directory", "is_error": true},
                 ]},
                 {"role": "assistant", "content": "It says alpha."},
                 {"role": "user", "content": "Thanks."},
             ],
-            "tools": [{
-                "name": "files__read",
-                "description": "Reads a file.",
-                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
-            }],
+            "tools": [
+                {"name": "files__read", "description": "Reads a file.",
+                 "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}}},
+                {"name": "list_dir", "description": "Lists a directory.",
+                 "input_schema": {"type": "object", "properties": {}}},
+            ],
         })
     );
 }
 
 #[tokio::test]
 async fn without_a_system_prompt_or_tools_those_members_are_absent() {
-    let body = [message_start(1)]
-        .into_iter()
-        .chain(message_end("end_turn", 1))
-        .collect();
-    let server = Server::start(Script::events(body)).await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    drain(&mut stream).await.unwrap();
-    let served = server.served().await;
+    let (_, served) = exchange(provider, empty_response(), request()).await;
     assert_eq!(
         served.body,
         json!({
@@ -247,12 +196,6 @@ async fn without_a_system_prompt_or_tools_those_members_are_absent() {
 
 #[tokio::test]
 async fn tool_results_are_sent_back_as_tool_result_blocks_in_one_user_message() {
-    let body = [message_start(1)]
-        .into_iter()
-        .chain(message_end("end_turn", 1))
-        .collect();
-    let server = Server::start(Script::events(body)).await;
-    let provider = provider(&server);
     let calls = vec![
         Part::ToolCall(Call::new("toolu_a", "files.read", json!({"path": "a"})).unwrap()),
         Part::ToolCall(Call::new("toolu_b", "files.read", json!({"path": "b"})).unwrap()),
@@ -264,9 +207,7 @@ async fn tool_results_are_sent_back_as_tool_result_blocks_in_one_user_message() 
         Message::new(Role::Tool, vec![result("toolu_b", "no such file", true)]).unwrap(),
     ];
     let request = ModelRequest::new("run-1/model/3", "claude-test", messages).unwrap();
-    let mut stream = provider.stream(request).await.unwrap();
-    drain(&mut stream).await.unwrap();
-    let served = server.served().await;
+    let (_, served) = exchange(provider, empty_response(), request).await;
     assert_eq!(
         served.body["messages"],
         json!([
@@ -298,26 +239,15 @@ async fn assembles_a_tool_call_from_input_json_deltas() {
     .into_iter()
     .chain(message_end("tool_use", 9))
     .collect();
-    let server = Server::start(Script::events(body)).await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    let events = drain(&mut stream).await.unwrap();
-    assert_eq!(
-        events,
-        vec![
-            StreamEvent::ToolCall(
-                Call::new("toolu_1", "files.read", json!({"path": "src/main.rs"})).unwrap()
-            ),
-            StreamEvent::Completed {
-                usage: Usage::new(30, 9)
-            },
-        ]
-    );
-    server.served().await;
+    let expected = vec![
+        call("toolu_1", "files.read", json!({"path": "src/main.rs"})),
+        completed(30, 9),
+    ];
+    assert_events(provider, Script::events(body), request(), expected).await;
 }
 
 #[tokio::test]
-async fn two_tool_calls_after_text_each_come_at_their_block_stop() {
+async fn two_tool_calls_between_text_blocks_each_come_at_their_block_stop() {
     let body = [
         message_start(7),
         text_start(0),
@@ -327,31 +257,24 @@ async fn two_tool_calls_after_text_each_come_at_their_block_stop() {
         json_delta(1, "{\"path\":"),
         json_delta(1, " \"a.txt\"}"),
         block_stop(1),
-        tool_start(2, "toolu_b", "list_dir"),
-        // No input at all: the call's arguments are `{}`.
+        text_start(2),
+        text_delta(2, "And:"),
         block_stop(2),
+        tool_start(3, "toolu_b", "list_dir"),
+        // No input at all: the call's arguments are `{}`.
+        block_stop(3),
     ]
     .concat()
         + &message_end("tool_use", 3).concat();
     let pieces = split_at(&body, &[body.len() / 3, 2 * body.len() / 3]);
-    let server = Server::start(Script::events(pieces)).await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    let events = drain(&mut stream).await.unwrap();
-    assert_eq!(
-        events,
-        vec![
-            StreamEvent::TextDelta("Both.".into()),
-            StreamEvent::ToolCall(
-                Call::new("toolu_a", "read_file", json!({"path": "a.txt"})).unwrap()
-            ),
-            StreamEvent::ToolCall(Call::new("toolu_b", "list_dir", json!({})).unwrap()),
-            StreamEvent::Completed {
-                usage: Usage::new(7, 3)
-            },
-        ]
-    );
-    server.served().await;
+    let expected = vec![
+        text("Both."),
+        call("toolu_a", "read_file", json!({"path": "a.txt"})),
+        text("And:"),
+        call("toolu_b", "list_dir", json!({})),
+        completed(7, 3),
+    ];
+    assert_events(provider, Script::events(pieces), request(), expected).await;
 }
 
 #[tokio::test]
@@ -362,14 +285,8 @@ async fn a_tool_call_cut_by_max_tokens_fails_the_response() {
         json_delta(0, "{\"path\": "),
         block_stop(0),
     ];
-    let server = Server::start(Script::events(body)).await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    let events = drain(&mut stream).await.unwrap();
-    let [StreamEvent::Failed(problem)] = &events[..] else {
-        panic!("expected one failure, got {events:?}");
-    };
-    assert_eq!(problem.code(), "bad_tool_arguments");
+    let script = Script::events(body);
+    let problem = assert_response_fails(provider, script, request(), "bad_tool_arguments").await;
     assert!(!problem.is_retryable());
 }
 
@@ -379,18 +296,13 @@ async fn unauthorized_never_repeats_the_server_or_shows_the_key() {
         "type": "authentication_error",
         "message": format!("invalid x-api-key {KEY}"),
     }});
-    let server = Server::start(Script::error("401 Unauthorized", body)).await;
-    let provider = provider(&server);
-    let error = start_error(&provider).await;
-    assert_eq!(error.problem().code(), "auth");
-    assert!(!error.problem().is_retryable());
+    let error = refused(provider, Script::error("401 Unauthorized", body), request()).await;
+    assert_problem(&error, "auth", false, KEY);
     assert_eq!(
         error.problem().message(),
         "HTTP 401: the server rejected the API key"
     );
     assert!(!format!("{error:?}").contains("invalid x-api-key"));
-    assert_discreet(&error);
-    server.served().await;
 }
 
 #[tokio::test]
@@ -398,17 +310,12 @@ async fn an_unknown_model_is_named() {
     let body = json!({"type": "error", "error": {
         "type": "not_found_error", "message": "model: claude-test",
     }});
-    let server = Server::start(Script::error("404 Not Found", body)).await;
-    let provider = provider(&server);
-    let error = start_error(&provider).await;
-    assert_eq!(error.problem().code(), "unknown_model");
-    assert!(!error.problem().is_retryable());
+    let error = refused(provider, Script::error("404 Not Found", body), request()).await;
+    assert_problem(&error, "unknown_model", false, KEY);
     assert!(
         error.problem().message().contains("`claude-test`"),
         "{error}"
     );
-    assert_discreet(&error);
-    server.served().await;
 }
 
 #[tokio::test]
@@ -417,11 +324,13 @@ async fn rate_limits_are_retryable_and_never_show_the_key() {
         "type": "rate_limit_error",
         "message": format!("Number of request tokens has exceeded your rate limit ({KEY})"),
     }});
-    let server = Server::start(Script::error("429 Too Many Requests", body)).await;
-    let provider = provider(&server);
-    let error = start_error(&provider).await;
-    assert_eq!(error.problem().code(), "rate_limited");
-    assert!(error.problem().is_retryable());
+    let error = refused(
+        provider,
+        Script::error("429 Too Many Requests", body),
+        request(),
+    )
+    .await;
+    assert_problem(&error, "rate_limited", true, KEY);
     assert!(error.problem().message().contains("429"));
     assert!(
         error
@@ -429,8 +338,6 @@ async fn rate_limits_are_retryable_and_never_show_the_key() {
             .message()
             .contains("exceeded your rate limit (<redacted>)")
     );
-    assert_discreet(&error);
-    server.served().await;
 }
 
 #[tokio::test]
@@ -464,24 +371,15 @@ async fn statuses_map_to_typed_problems() {
         let body = json!({"type": "error", "error": {
             "type": error_type, "message": format!("failed for {KEY}"),
         }});
-        let server = Server::start(Script::error(status, body)).await;
-        let provider = provider(&server);
-        let error = start_error(&provider).await;
-        assert_eq!(error.problem().code(), code, "{status}");
-        assert_eq!(error.problem().is_retryable(), retryable, "{status}");
+        let error = refused(provider, Script::error(status, body), request()).await;
+        assert_problem(&error, code, retryable, KEY);
         assert!(error.problem().message().contains("<redacted>"), "{status}");
-        assert_discreet(&error);
-        server.served().await;
     }
 }
 
 #[tokio::test]
 async fn an_unreachable_server_is_unavailable() {
-    let provider = AnthropicProvider::new(config(&closed_origin().await)).unwrap();
-    let error = start_error(&provider).await;
-    assert_eq!(error.problem().code(), "unavailable");
-    assert!(error.problem().is_retryable());
-    assert!(!format!("{error:?}").contains(KEY));
+    assert_unreachable_is_unavailable(provider, request(), KEY).await;
 }
 
 #[tokio::test]
@@ -496,14 +394,11 @@ async fn an_error_event_mid_stream_fails_the_response() {
         // Nothing after the failure is read.
         text_delta(0, " never shown"),
     ];
-    let server = Server::start(Script::events(body)).await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    let events = drain(&mut stream).await.unwrap();
-    let [StreamEvent::TextDelta(text), StreamEvent::Failed(problem)] = &events[..] else {
+    let (events, _) = exchange(provider, Script::events(body), request()).await;
+    let [StreamEvent::TextDelta(delta), StreamEvent::Failed(problem)] = &events[..] else {
         panic!("expected text then a failure, got {events:?}");
     };
-    assert_eq!(text, "Start");
+    assert_eq!(delta, "Start");
     assert_eq!(problem.code(), "overloaded");
     assert!(problem.is_retryable());
     assert_eq!(problem.message(), "Overloaded (<redacted>)");
@@ -535,62 +430,20 @@ async fn a_stream_cut_before_message_stop_is_a_stream_error() {
         (complete_but_unstopped, Framing::Close, End::Finish),
         (cut_mid_event, Framing::Chunked, End::Abort),
     ] {
-        let server = Server::start(Script {
-            framing,
-            end,
-            ..Script::events(vec![body])
-        })
-        .await;
-        let provider = provider(&server);
-        let mut stream = provider.stream(request()).await.unwrap();
-        assert_eq!(
-            stream.next().await.unwrap(),
-            Some(StreamEvent::TextDelta("partial".into()))
-        );
-        let error = timeout(Duration::from_secs(5), stream.next())
-            .await
-            .unwrap()
-            .expect_err("the stream fails");
-        assert_eq!(error.problem().code(), "provider_stream");
-        assert!(error.problem().is_retryable());
-        assert_eq!(stream.next().await.unwrap(), None);
-        server.served().await;
+        let script = Script::framed(body, framing, end);
+        assert_cut_stream_fails(provider, script, request(), text("partial")).await;
     }
 }
 
 #[tokio::test]
 async fn dropping_the_stream_closes_the_connection() {
-    let server = Server::start(Script {
-        end: End::AwaitClose,
-        ..Script::events(vec![
-            message_start(1) + &text_start(0) + &text_delta(0, "first"),
-        ])
-    })
-    .await;
-    let provider = provider(&server);
-    let mut stream = provider.stream(request()).await.unwrap();
-    assert_eq!(
-        stream.next().await.unwrap(),
-        Some(StreamEvent::TextDelta("first".into()))
-    );
-    drop(stream);
-    let served = timeout(Duration::from_secs(1), server.handle)
-        .await
-        .expect("the server saw the connection close within a second")
-        .unwrap();
-    assert!(served.client_closed);
+    let piece = message_start(1) + &text_start(0) + &text_delta(0, "first");
+    let first = text("first");
+    assert_dropping_the_stream_closes(provider, piece, request(), first).await;
 }
 
 #[test]
 fn config_reads_variables_and_requires_a_key() {
-    let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |name: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| (*value).to_owned())
-        }
-    };
     let missing = AnthropicConfig::from_vars(vars(&[])).unwrap_err();
     assert_eq!(missing, ConfigError::MissingApiKey("ANTHROPIC_API_KEY"));
     assert_eq!(missing.to_string(), "ANTHROPIC_API_KEY is not set");
@@ -631,12 +484,4 @@ fn debug_output_redacts_the_key() {
     assert!(!shown.contains(KEY), "{shown}");
     assert!(shown.contains("<redacted>"), "{shown}");
     assert!(shown.contains("claude-test"), "{shown}");
-}
-
-#[test]
-fn the_factory_is_a_model_provider_factory() {
-    // Reads the real environment, so only its shape is checked here.
-    let factory: fn() -> Result<std::sync::Arc<dyn ModelProvider>, ConfigError> =
-        coding_agent::anthropic::anthropic_provider;
-    let _ = factory;
 }

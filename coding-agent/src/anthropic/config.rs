@@ -22,13 +22,8 @@ pub const DEFAULT_MODEL: &str = "claude-sonnet-4-5";
 /// otherwise (the API requires one).
 pub const DEFAULT_MAX_TOKENS: NonZeroU32 = NonZeroU32::new(4096).expect("4096 is not zero");
 
-const VARS: Vars = Vars::new(
-    BASE_URL_VAR,
-    API_KEY_VAR,
-    MODEL_VAR,
-    DEFAULT_BASE_URL,
-    DEFAULT_MODEL,
-);
+const VARS: Vars =
+    Vars::new([BASE_URL_VAR, API_KEY_VAR, MODEL_VAR]).defaults(DEFAULT_BASE_URL, DEFAULT_MODEL);
 
 /// Where and how to reach the Anthropic Messages API, the system prompt and the most
 /// tokens an answer may take. `Debug` prints the key as `<redacted>`.

@@ -3,23 +3,12 @@
 //! the headers or the key.
 
 use agent_core::model::ModelProblem;
-use reqwest::StatusCode;
 
-use crate::http::config::ApiKey;
-use crate::http::problems::{ErrorBody, unauthorized};
+use crate::http::problems::ErrorBody;
 
-/// A non-2xx response to a request for `model` as a typed problem.
-pub(super) async fn status_problem(
-    status: StatusCode,
-    response: reqwest::Response,
-    key: &ApiKey,
-    model: &str,
-) -> ModelProblem {
-    let code = status.as_u16();
-    if code == 401 {
-        return unauthorized();
-    }
-    let body = ErrorBody::read(response, key).await;
+/// A non-2xx status other than 401, with its error body, of a request for `model` as a
+/// typed problem.
+pub(super) fn status_problem(code: u16, body: ErrorBody, model: &str) -> ModelProblem {
     if code == 404 && body.is("not_found_error") {
         // On `/v1/messages` the one thing that can be missing is the model.
         let message = format!(

@@ -2,7 +2,7 @@
 //! `stream: true`, read back as server-sent events and translated into [`StreamEvent`]s.
 //!
 //! Built only with the `anthropic` cargo feature. It is not part of the composed graph
-//! yet: build an [`AnthropicProvider`] (or call [`anthropic_provider`]) to use it.
+//! yet: build an [`AnthropicProvider`] from an [`AnthropicConfig`] to use it.
 //!
 //! # Configuration
 //!
@@ -100,14 +100,10 @@ pub use config::{
     DEFAULT_MODEL, MODEL_VAR,
 };
 
-use std::fmt;
-use std::sync::Arc;
-
-use agent_core::model::{EventStream, ModelProblem, ModelProvider, ModelRequest, ProviderError};
+use agent_core::model::{EventStream, ModelProvider, ModelRequest, ProviderError};
 use agent_core::tool::BoxFuture;
 
 use crate::http::client::Transport;
-use crate::http::stream::SseStream;
 use errors::status_problem;
 use events::Events;
 use wire::request_body;
@@ -127,6 +123,7 @@ pub const API_VERSION: &str = "2023-06-01";
 /// assert!(!format!("{provider:?}").contains("sk-ant-secret"));
 /// # Ok::<(), coding_agent::anthropic::ConfigError>(())
 /// ```
+#[derive(Debug)]
 pub struct AnthropicProvider {
     config: AnthropicConfig,
     transport: Transport,
@@ -147,48 +144,21 @@ impl AnthropicProvider {
     }
 }
 
-impl fmt::Debug for AnthropicProvider {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("AnthropicProvider")
-            .field("config", &self.config)
-            .finish_non_exhaustive()
-    }
-}
-
 impl ModelProvider for AnthropicProvider {
     fn stream(
         &self,
         request: ModelRequest,
     ) -> BoxFuture<'_, Result<Box<dyn EventStream>, ProviderError>> {
-        let config = &self.config;
-        let body = request_body(&request, config.system_prompt(), config.max_tokens().get());
-        let body = serde_json::to_vec(&body);
-        Box::pin(async move {
-            let body = body.map_err(|_| {
-                ModelProblem::new("bad_request", "the request could not be serialized")
-            })?;
-            let key = self.config.api_key();
-            let post = self
-                .transport
-                .post(body)
-                .header("x-api-key", key.expose())
-                .header("anthropic-version", API_VERSION);
-            let response = self.transport.send(post).await?;
-            let status = response.status();
-            if !status.is_success() {
-                let problem = status_problem(status, response, key, request.model()).await;
-                return Err(problem.into());
-            }
-            let events = Events::new(key.clone());
-            Ok(Box::new(SseStream::new(response, events)) as Box<dyn EventStream>)
-        })
+        let (config, key) = (&self.config, self.config.api_key());
+        let max_tokens = config.max_tokens().get();
+        let body = request_body(&request, config.system_prompt(), max_tokens);
+        let post = self.transport.post(&body).map(|post| {
+            post.header("x-api-key", key.expose())
+                .header("anthropic-version", API_VERSION)
+        });
+        let model = request.model().to_owned();
+        let failure = move |status, body| status_problem(status, body, &model);
+        let events = Events::new(key.clone());
+        Box::pin(self.transport.open(post, key, failure, events))
     }
-}
-
-/// The Anthropic provider, configured from the environment (see the [module docs](self)).
-/// Declared as a model provider but listed in no graph yet.
-#[agent_core::model_provider(name = "anthropic")]
-pub fn anthropic_provider() -> Result<Arc<dyn ModelProvider>, ConfigError> {
-    let provider = AnthropicProvider::new(AnthropicConfig::from_env()?)?;
-    Ok(Arc::new(provider))
 }

@@ -5,12 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::model::{ModelProblem, ProviderError};
+use agent_core::model::{EventStream, ModelProblem, ProviderError};
 use reqwest::Url;
 use reqwest::header::{ACCEPT, CONTENT_TYPE};
 use rustls_platform_verifier::BuilderVerifierExt;
+use serde_json::Value;
 
-use super::config::{ConfigError, Server};
+use super::config::{ApiKey, ConfigError, Server};
+use super::problems::{ErrorBody, read_failure};
+use super::sse::Protocol;
+use super::stream::SseStream;
 
 /// How long connecting (TCP and TLS) may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -18,7 +22,9 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// Generous, because reasoning models may think for minutes before their first token.
 const READ_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One endpoint of one server, and the client that posts to it. Cheap to share.
+/// One endpoint of one server, and the client that posts to it. Cheap to share. Holds no
+/// key: `Debug` shows the endpoint (which never carries credentials) and the client.
+#[derive(Debug)]
 pub(crate) struct Transport {
     client: reqwest::Client,
     endpoint: Url,
@@ -35,25 +41,42 @@ impl Transport {
         })
     }
 
-    /// A JSON `POST` to the endpoint that asks for server-sent events.
-    pub(crate) fn post(&self, body: Vec<u8>) -> reqwest::RequestBuilder {
-        self.client
+    /// A JSON `POST` of `body` to the endpoint, asking for server-sent events; the
+    /// provider adds its authentication headers.
+    pub(crate) fn post(&self, body: &Value) -> Result<reqwest::RequestBuilder, ModelProblem> {
+        let body = serde_json::to_vec(body)
+            .map_err(|_| ModelProblem::new("bad_request", "the request could not be serialized"))?;
+        Ok(self
+            .client
             .post(self.endpoint.clone())
             .header(CONTENT_TYPE, "application/json")
             .header(ACCEPT, "text/event-stream")
-            .body(body)
+            .body(body))
     }
 
-    /// Sends `request`; a failed send becomes an `unavailable` (or `bad_request`) problem
-    /// naming only the host. Dropping the returned future aborts the request in flight.
-    pub(crate) async fn send(
+    /// Sends `request` and streams its response's events through `protocol`. A failed send
+    /// is an `unavailable` (or `bad_request`) problem naming only the host; a non-2xx status
+    /// is what `failure` makes of it and the error body (a `401` never gets that far: its
+    /// problem is fixed). Dropping the returned future aborts the request in flight.
+    pub(crate) async fn open<P: Protocol + 'static>(
         &self,
-        request: reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, ProviderError> {
-        request
+        request: Result<reqwest::RequestBuilder, ModelProblem>,
+        key: &ApiKey,
+        failure: impl FnOnce(u16, ErrorBody) -> ModelProblem,
+        protocol: P,
+    ) -> Result<Box<dyn EventStream>, ProviderError> {
+        let response = request?
             .send()
             .await
-            .map_err(|error| send_problem(&error, &self.host))
+            .map_err(|error| send_problem(&error, &self.host))?;
+        if !response.status().is_success() {
+            let problem = match read_failure(response, key).await {
+                Ok((status, body)) => failure(status, body),
+                Err(problem) => problem,
+            };
+            return Err(problem.into());
+        }
+        Ok(Box::new(SseStream::new(response, protocol)))
     }
 }
 

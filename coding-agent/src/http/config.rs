@@ -46,19 +46,23 @@ pub(crate) struct Vars {
 }
 
 impl Vars {
-    pub(crate) const fn new(
-        base_url: &'static str,
-        api_key: &'static str,
-        model: &'static str,
-        default_base_url: &'static str,
-        default_model: &'static str,
-    ) -> Self {
+    /// The variables naming the base URL, the API key and the model, in that order.
+    pub(crate) const fn new([base_url, api_key, model]: [&'static str; 3]) -> Self {
         Vars {
             base_url,
             api_key,
             model,
-            default_base_url,
-            default_model,
+            default_base_url: "",
+            default_model: "",
+        }
+    }
+
+    /// The same variables, with the values used when the base URL or model is unset.
+    pub(crate) const fn defaults(self, base_url: &'static str, model: &'static str) -> Self {
+        Vars {
+            default_base_url: base_url,
+            default_model: model,
+            ..self
         }
     }
 

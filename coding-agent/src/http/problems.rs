@@ -84,10 +84,20 @@ pub(crate) fn stream_problem(message: &str) -> ModelProblem {
     ModelProblem::new("provider_stream", message).retryable(true)
 }
 
-/// The problem of a `401`: the server's words are never repeated, since they often quote
-/// (part of) the key.
-pub(crate) fn unauthorized() -> ModelProblem {
-    ModelProblem::new("auth", "HTTP 401: the server rejected the API key")
+/// A non-2xx response: its status and what its body says, or, for a `401`, the problem
+/// itself (the server's words are never repeated then: they often quote part of the key).
+pub(super) async fn read_failure(
+    response: reqwest::Response,
+    key: &ApiKey,
+) -> Result<(u16, ErrorBody), ModelProblem> {
+    let status = response.status().as_u16();
+    if status == 401 {
+        return Err(ModelProblem::new(
+            "auth",
+            "HTTP 401: the server rejected the API key",
+        ));
+    }
+    Ok((status, ErrorBody::read(response, key).await))
 }
 
 #[cfg(test)]

@@ -18,13 +18,8 @@ pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 /// The model used when [`MODEL_VAR`] is unset.
 pub const DEFAULT_MODEL: &str = "gpt-4o-mini";
 
-const VARS: Vars = Vars::new(
-    BASE_URL_VAR,
-    API_KEY_VAR,
-    MODEL_VAR,
-    DEFAULT_BASE_URL,
-    DEFAULT_MODEL,
-);
+const VARS: Vars =
+    Vars::new([BASE_URL_VAR, API_KEY_VAR, MODEL_VAR]).defaults(DEFAULT_BASE_URL, DEFAULT_MODEL);
 
 /// Where and how to reach an OpenAI-compatible server, and the system prompt sent first.
 /// `Debug` prints the key as `<redacted>`.

@@ -2,22 +2,11 @@
 //! the headers or the key.
 
 use agent_core::model::ModelProblem;
-use reqwest::StatusCode;
 
-use crate::http::config::ApiKey;
-use crate::http::problems::{ErrorBody, unauthorized};
+use crate::http::problems::ErrorBody;
 
-/// A non-2xx response as a typed problem.
-pub(super) async fn status_problem(
-    status: StatusCode,
-    response: reqwest::Response,
-    key: &ApiKey,
-) -> ModelProblem {
-    let code = status.as_u16();
-    if code == 401 {
-        return unauthorized();
-    }
-    let body = ErrorBody::read(response, key).await;
+/// A non-2xx status other than 401, with its error body, as a typed problem.
+pub(super) fn status_problem(code: u16, body: ErrorBody) -> ModelProblem {
     let (kind, retryable) = match code {
         403 => ("auth", false),
         429 => ("rate_limited", !body.is("insufficient_quota")),

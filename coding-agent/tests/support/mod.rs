@@ -5,8 +5,12 @@
 
 use std::time::Duration;
 
-use agent_core::model::{EventStream, StreamError, StreamEvent};
-use serde_json::Value;
+use agent_core::message::{Message, Part, Role, ToolResultPart};
+use agent_core::model::{
+    EventStream, ModelProblem, ModelProvider, ModelRequest, ProviderError, StreamError, StreamEvent,
+};
+use agent_core::tool::{Call, Definition, Effect, ReplaySafety};
+use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
@@ -54,6 +58,15 @@ impl Script {
             framing: Framing::Chunked,
             pieces,
             end: End::Finish,
+        }
+    }
+
+    /// A `200` event stream of one `piece`, framed and ended as given.
+    pub fn framed(piece: String, framing: Framing, end: End) -> Self {
+        Script {
+            framing,
+            end,
+            ..Script::events(vec![piece])
         }
     }
 
@@ -250,16 +263,227 @@ pub async fn drain(stream: &mut Box<dyn EventStream>) -> Result<Vec<StreamEvent>
     Ok(events)
 }
 
-/// Ends a test whose tool from outside the Rust toolchain is missing: under `CI` (set and
-/// not empty, as `.ci/run` sets it) the test is required and fails; elsewhere it prints
-/// one line saying what to install, and passes.
-pub fn skip_or_fail(needs: &str) {
-    if std::env::var_os("CI").is_some_and(|ci| !ci.is_empty()) {
-        panic!("CI is set, so this test is required: it needs {needs}");
+// `skip_or_fail`, the rule for tests that need a tool from outside the Rust toolchain: one
+// implementation, kept with agent-endpoint's tests.
+#[path = "../../../agent-endpoint/tests/support/mod.rs"]
+mod outside;
+#[allow(unused_imports)]
+pub use outside::skip_or_fail;
+
+/// Builds the provider under test for a server's origin (`http://127.0.0.1:{port}`).
+pub type Build<P> = fn(&str) -> P;
+
+/// Serves `script`, streams `request` through the provider built for the server, and
+/// returns every event (the stream must end without a stream error) and what the server
+/// saw.
+pub async fn exchange<P: ModelProvider>(
+    build: Build<P>,
+    script: Script,
+    request: ModelRequest,
+) -> (Vec<StreamEvent>, Served) {
+    let server = Server::start(script).await;
+    let provider = build(&server.origin);
+    let mut stream = provider.stream(request).await.expect("the stream starts");
+    let events = drain(&mut stream).await.expect("the stream ends cleanly");
+    (events, server.served().await)
+}
+
+/// Serves `script` and asserts that the provider makes exactly `expected` of it.
+pub async fn assert_events<P: ModelProvider>(
+    build: Build<P>,
+    script: Script,
+    request: ModelRequest,
+    expected: Vec<StreamEvent>,
+) {
+    let (events, _) = exchange(build, script, request).await;
+    assert_eq!(events, expected);
+}
+
+/// Serves `script`, whose response must fail with a `code` problem alone (no event
+/// before it), and returns that problem.
+pub async fn assert_response_fails<P: ModelProvider>(
+    build: Build<P>,
+    script: Script,
+    request: ModelRequest,
+    code: &str,
+) -> ModelProblem {
+    let (events, _) = exchange(build, script, request).await;
+    let [StreamEvent::Failed(problem)] = &events[..] else {
+        panic!("expected one failure, got {events:?}");
+    };
+    assert_eq!(problem.code(), code);
+    problem.clone()
+}
+
+/// Serves `script`, which must make the provider fail before any stream exists.
+pub async fn refused<P: ModelProvider>(
+    build: Build<P>,
+    script: Script,
+    request: ModelRequest,
+) -> ProviderError {
+    let server = Server::start(script).await;
+    let provider = build(&server.origin);
+    let error = match provider.stream(request).await {
+        Ok(_) => panic!("expected a provider error"),
+        Err(error) => error,
+    };
+    server.served().await;
+    error
+}
+
+/// Asserts that a provider pointed at a port where nothing listens fails `unavailable`,
+/// retryable, and never prints `key`.
+pub async fn assert_unreachable_is_unavailable<P: ModelProvider>(
+    build: Build<P>,
+    request: ModelRequest,
+    key: &str,
+) {
+    let provider = build(&closed_origin().await);
+    let Err(error) = provider.stream(request).await else {
+        panic!("expected a provider error");
+    };
+    assert_eq!(error.problem().code(), "unavailable");
+    assert!(error.problem().is_retryable());
+    assert!(!format!("{error} {error:?}").contains(key));
+}
+
+/// Asserts that `script` gives `first`, then a retryable `provider_stream` error, then
+/// nothing.
+pub async fn assert_cut_stream_fails<P: ModelProvider>(
+    build: Build<P>,
+    script: Script,
+    request: ModelRequest,
+    first: StreamEvent,
+) {
+    let server = Server::start(script).await;
+    let provider = build(&server.origin);
+    let mut stream = provider.stream(request).await.unwrap();
+    assert_eq!(stream.next().await.unwrap(), Some(first));
+    let error = timeout(Duration::from_secs(5), stream.next())
+        .await
+        .unwrap()
+        .expect_err("the stream fails");
+    assert_eq!(error.problem().code(), "provider_stream");
+    assert!(error.problem().is_retryable());
+    assert_eq!(stream.next().await.unwrap(), None);
+    server.served().await;
+}
+
+/// Asserts that dropping the stream after `first` (decoded from `piece`, after which the
+/// server keeps the connection open) closes the connection within a second.
+pub async fn assert_dropping_the_stream_closes<P: ModelProvider>(
+    build: Build<P>,
+    piece: String,
+    request: ModelRequest,
+    first: StreamEvent,
+) {
+    let server = Server::start(Script {
+        end: End::AwaitClose,
+        ..Script::events(vec![piece])
+    })
+    .await;
+    let provider = build(&server.origin);
+    let mut stream = provider.stream(request).await.unwrap();
+    assert_eq!(stream.next().await.unwrap(), Some(first));
+    drop(stream);
+    let served = timeout(Duration::from_secs(1), server.handle)
+        .await
+        .expect("the server saw the connection close within a second")
+        .unwrap();
+    assert!(served.client_closed);
+}
+
+/// An environment lookup over fixed `pairs`.
+pub fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+    move |name: &str| {
+        pairs
+            .iter()
+            .find(|(key, _)| *key == name)
+            .map(|(_, value)| (*value).to_owned())
     }
-    // Written to stderr itself: the test harness captures `eprintln!` of passing tests.
-    let _ = std::io::Write::write_all(
-        &mut std::io::stderr(),
-        format!("skipped: needs {needs}\n").as_bytes(),
-    );
+}
+
+/// Asserts that `error` is a `code` problem, retryable or not, that shows neither `key`
+/// nor the loopback address.
+pub fn assert_problem(error: &ProviderError, code: &str, retryable: bool, key: &str) {
+    assert_eq!(error.problem().code(), code, "{error}");
+    assert_eq!(error.problem().is_retryable(), retryable, "{error}");
+    assert_discreet(error, key);
+}
+
+/// Asserts that neither `key` nor the loopback address shows in what `error` prints.
+pub fn assert_discreet(error: &ProviderError, key: &str) {
+    for shown in [error.to_string(), format!("{error:?}")] {
+        assert!(!shown.contains(key), "{shown}");
+        assert!(!shown.contains("127.0.0.1"), "{shown}");
+    }
+}
+
+/// A conversation with a message of every kind, for the request mapping tests: a system
+/// message, user text, a user message of only an extension part (which providers skip),
+/// an assistant's text with two tool calls (`call_a`: `files.read {"path": "a"}`,
+/// `call_b`: `list_dir {}`), and one tool message with both results, the second a problem.
+pub fn conversation() -> Vec<Message> {
+    let result = |call_id: &str, name: &str, content: &str, problem| {
+        Part::ToolResult(ToolResultPart {
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            problem,
+        })
+    };
+    let note = Part::Extension {
+        namespace: "host.note".into(),
+        value: json!({"skipped": true}),
+    };
+    let calls = vec![
+        Part::Text("Reading.".into()),
+        Part::ToolCall(Call::new("call_a", "files.read", json!({"path": "a"})).unwrap()),
+        Part::ToolCall(Call::new("call_b", "list_dir", json!({})).unwrap()),
+    ];
+    let results = vec![
+        result("call_a", "files.read", "alpha", false),
+        result("call_b", "list_dir", "no such directory", true),
+    ];
+    vec![
+        Message::system("Be brief.").unwrap(),
+        Message::user("Read a, list b.").unwrap(),
+        Message::new(Role::User, vec![note]).unwrap(),
+        Message::new(Role::Assistant, calls).unwrap(),
+        Message::new(Role::Tool, results).unwrap(),
+    ]
+}
+
+/// The tools of [`conversation`]: `files.read` (with a `path` property) and `list_dir`
+/// (with the default empty schema).
+pub fn tools() -> Vec<Definition> {
+    let files_read = Definition::builder("files.read", "Reads a file.")
+        .input_schema(json!({"type": "object", "properties": {"path": {"type": "string"}}}))
+        .effect(Effect::ReadOnly)
+        .replay_safety(ReplaySafety::Safe)
+        .build()
+        .unwrap();
+    let list_dir = Definition::builder("list_dir", "Lists a directory.")
+        .effect(Effect::ReadOnly)
+        .replay_safety(ReplaySafety::Safe)
+        .build()
+        .unwrap();
+    vec![files_read, list_dir]
+}
+
+/// A text delta.
+pub fn text(text: &str) -> StreamEvent {
+    StreamEvent::TextDelta(text.into())
+}
+
+/// A tool call of `name` with `arguments`.
+pub fn call(id: &str, name: &str, arguments: Value) -> StreamEvent {
+    StreamEvent::ToolCall(Call::new(id, name, arguments).unwrap())
+}
+
+/// The response completed with these token counts.
+pub fn completed(input_tokens: u64, output_tokens: u64) -> StreamEvent {
+    StreamEvent::Completed {
+        usage: agent_core::model::Usage::new(input_tokens, output_tokens),
+    }
 }
