@@ -89,6 +89,8 @@
 //! [`StreamEvent::TextDelta`]: agent_core::model::StreamEvent::TextDelta
 //! [`StreamEvent::Failed`]: agent_core::model::StreamEvent::Failed
 //! [`StreamError`]: agent_core::model::StreamError
+//! [`ModelProblem`]: agent_core::model::ModelProblem
+//! [`ModelProblem::is_retryable`]: agent_core::model::ModelProblem::is_retryable
 
 mod config;
 mod errors;
