@@ -15,6 +15,7 @@
 //! Every child is killed when its test ends; every wait is bounded by [`DEADLINE`].
 #![cfg(unix)]
 
+#[path = "support/daemon.rs"]
 mod support;
 
 use std::io::{BufRead, BufReader};

@@ -1,14 +1,20 @@
-//! Our messages and tool definitions as OpenAI's chat completions request, and tool names
-//! back from the calls a model makes.
+//! Our messages and tool definitions as OpenAI's chat completions request.
 
 use agent_core::message::{Message, Part, Role};
 use agent_core::model::ModelRequest;
 use agent_core::tool::Definition;
 use serde_json::{Value, json};
 
-/// The chat completions request for `request`.
-pub(super) fn request_body(request: &ModelRequest) -> Value {
-    let messages: Vec<Value> = request.messages().iter().flat_map(wire_messages).collect();
+use crate::http::calls::wire_name;
+
+/// The chat completions request for `request`, with `system_prompt` (if any) as its first
+/// message.
+pub(super) fn request_body(request: &ModelRequest, system_prompt: Option<&str>) -> Value {
+    let system = system_prompt.map(|prompt| json!({ "role": "system", "content": prompt }));
+    let messages: Vec<Value> = system
+        .into_iter()
+        .chain(request.messages().iter().flat_map(wire_messages))
+        .collect();
     let mut body = json!({
         "model": request.model(),
         "messages": messages,
@@ -71,17 +77,6 @@ fn wire_messages(message: &Message) -> Vec<Value> {
     }
 }
 
-/// A tool name as OpenAI accepts it (`^[a-zA-Z0-9_-]+$`): each `.` becomes `__`. Reversible,
-/// because a valid tool name never has two separators in a row.
-fn wire_name(name: &str) -> String {
-    name.replace('.', "__")
-}
-
-/// The tool name a model wrote, undoing [`wire_name`].
-pub(super) fn tool_name(wire: &str) -> String {
-    wire.replace("__", ".")
-}
-
 /// A tool definition as an OpenAI function tool.
 fn wire_tool(tool: &Definition) -> Value {
     json!({
@@ -99,13 +94,6 @@ mod tests {
     use super::*;
     use agent_core::message::ToolResultPart;
     use agent_core::tool::Call;
-
-    #[test]
-    fn dotted_tool_names_round_trip() {
-        assert_eq!(wire_name("fs.read_file"), "fs__read_file");
-        assert_eq!(tool_name(&wire_name("fs.read_file")), "fs.read_file");
-        assert_eq!(tool_name("list_dir"), "list_dir");
-    }
 
     #[test]
     fn calls_are_json_strings_and_each_result_is_its_own_tool_message() {

@@ -4,25 +4,34 @@
 use agent_core::model::{EventStream, StreamError, StreamEvent};
 use agent_core::tool::BoxFuture;
 
-use super::errors::stream_problem;
-use super::sse::Decoder;
+use super::problems::stream_problem;
+use super::sse::{Decoder, Protocol};
 
 /// The live response and the decoder turning its bytes into events.
-pub(super) struct OpenAiStream {
+pub(crate) struct SseStream<P> {
     /// `None` once the body ended or a terminal item was decoded: dropping it closes the
-    /// connection.
-    pub(super) response: Option<reqwest::Response>,
-    pub(super) decoder: Decoder,
+    /// connection (a partly read response is never returned to the pool).
+    response: Option<reqwest::Response>,
+    decoder: Decoder<P>,
 }
 
-impl EventStream for OpenAiStream {
+impl<P: Protocol> SseStream<P> {
+    pub(crate) fn new(response: reqwest::Response, protocol: P) -> Self {
+        SseStream {
+            response: Some(response),
+            decoder: Decoder::new(protocol),
+        }
+    }
+}
+
+impl<P: Protocol> EventStream for SseStream<P> {
     fn next(&mut self) -> BoxFuture<'_, Result<Option<StreamEvent>, StreamError>> {
         Box::pin(async move {
             loop {
-                if let Some(item) = self.decoder.out.pop_front() {
+                if let Some(item) = self.decoder.out.pop() {
                     return item.map(Some).map_err(StreamError::new);
                 }
-                if self.decoder.done {
+                if self.decoder.out.is_done() {
                     self.response = None;
                     return Ok(None);
                 }
@@ -45,7 +54,7 @@ impl EventStream for OpenAiStream {
                         self.decoder.fail(stream_problem(message));
                     }
                 }
-                if self.decoder.done {
+                if self.decoder.out.is_done() {
                     // Everything needed is decoded: release the connection now.
                     self.response = None;
                 }
