@@ -91,6 +91,7 @@ pub struct OpenAiConfig {
     base_url: Url,
     api_key: ApiKey,
     model: String,
+    system_prompt: Option<String>,
 }
 
 impl OpenAiConfig {
@@ -125,6 +126,7 @@ impl OpenAiConfig {
             base_url,
             api_key: ApiKey(Arc::from(api_key)),
             model,
+            system_prompt: None,
         })
     }
 
@@ -156,6 +158,18 @@ impl OpenAiConfig {
     /// The default model offered to a command line; requests name their own.
     pub fn model(&self) -> &str {
         &self.model
+    }
+
+    /// This configuration with `prompt` sent as the first message of every request
+    /// (`{"role": "system"}`), before the conversation's own messages.
+    pub fn with_system_prompt(mut self, prompt: impl Into<String>) -> Self {
+        self.system_prompt = Some(prompt.into());
+        self
+    }
+
+    /// The system message every request starts with, if any.
+    pub fn system_prompt(&self) -> Option<&str> {
+        self.system_prompt.as_deref()
     }
 
     /// The key, for the `Authorization` header and for scrubbing what the server says.

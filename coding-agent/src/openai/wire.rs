@@ -6,9 +6,15 @@ use agent_core::model::ModelRequest;
 use agent_core::tool::Definition;
 use serde_json::{Value, json};
 
-/// The chat completions request for `request`.
-pub(super) fn request_body(request: &ModelRequest) -> Value {
-    let messages: Vec<Value> = request.messages().iter().flat_map(wire_messages).collect();
+/// The chat completions request for `request`, led by the `system` message when given.
+pub(super) fn request_body(request: &ModelRequest, system: Option<&str>) -> Value {
+    let system = system
+        .filter(|text| !text.is_empty())
+        .map(|text| json!({ "role": "system", "content": text }));
+    let messages: Vec<Value> = system
+        .into_iter()
+        .chain(request.messages().iter().flat_map(wire_messages))
+        .collect();
     let mut body = json!({
         "model": request.model(),
         "messages": messages,
