@@ -3,9 +3,6 @@
 //! authority, a run another process holds) fails with a clear message and its own exit
 //! code, and nothing runs: no output, and the authority's record is unchanged. Every test
 //! uses temporary directories only, never the real home.
-//!
-//! Compiled only without the `openai` feature, whose provider replaces the offline one.
-#![cfg(not(feature = "openai"))]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -56,6 +53,12 @@ fn agent(args: &[&Path]) -> Output {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env_remove("AGENT_OFFLINE_PACE_MS")
+        // The offline model, chosen explicitly; no config file of the user's applies.
+        .env("AGENT_PROVIDER", "offline")
+        .env(
+            "AGENT_CONFIG_DIR",
+            std::env::temp_dir().join("agent-test-no-config-dir"),
+        )
         .spawn()
         .expect("spawn the agent");
     let started = Instant::now();

@@ -1,9 +1,6 @@
 //! The `agent` binary's logs, progress and subcommand surface, at process level: with
 //! stderr not a terminal no progress bytes appear, `--log-format json` writes JSON records
 //! without the task, answer or paths, and the daemon subcommands parse and fail typed.
-//!
-//! Compiled only without the `openai` feature, whose provider replaces the offline one.
-#![cfg(not(feature = "openai"))]
 
 use std::io::Read;
 use std::path::PathBuf;
@@ -62,7 +59,8 @@ impl Drop for Workspace {
 }
 
 /// Runs `agent args` with stdin closed and stdout/stderr piped (so neither is a terminal),
-/// `RUST_LOG` removed unless `rust_log` sets it.
+/// `RUST_LOG` removed unless `rust_log` sets it, and the offline model chosen explicitly
+/// (so it prints no notice) with no config file of the user's.
 fn run(args: &[&str], rust_log: Option<&str>) -> Output {
     run_env(args, rust_log, &[])
 }
@@ -71,6 +69,11 @@ fn run_env(args: &[&str], rust_log: Option<&str>, env: &[(&str, &str)]) -> Outpu
     let mut command = Command::new(AGENT);
     command
         .args(args)
+        .env("AGENT_PROVIDER", "offline")
+        .env(
+            "AGENT_CONFIG_DIR",
+            std::env::temp_dir().join("agent-cli-logs-no-config-dir"),
+        )
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

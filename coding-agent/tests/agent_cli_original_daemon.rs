@@ -140,6 +140,9 @@ impl Sandbox {
             .env("AGENT_SCOPE_DIR", self.scope())
             .env("AGENT_AUTHORITY_DIR", self.base.join("auth"))
             .env("RUST_LOG", "warn")
+            // The offline model, chosen explicitly; no config file of the user's applies.
+            .env("AGENT_PROVIDER", "offline")
+            .env("AGENT_CONFIG_DIR", self.base.join("config"))
             .env_remove("XDG_RUNTIME_DIR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

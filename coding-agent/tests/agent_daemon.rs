@@ -3,9 +3,10 @@
 //! directory (and run authority). Every child is killed when its test ends; every wait is
 //! bounded by [`DEADLINE`].
 //!
-//! Compiled only without the `openai` feature: the coding agent's definition runs the
-//! offline model, paced by `AGENT_OFFLINE_PACE_MS` where a run must stay in flight.
-#![cfg(all(unix, not(feature = "openai")))]
+//! No model is configured (no config file, no provider variables), so the coding agent's
+//! definition runs the offline model, paced by `AGENT_OFFLINE_PACE_MS` where a run must stay
+//! in flight.
+#![cfg(unix)]
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::fs::DirBuilderExt;
@@ -62,6 +63,11 @@ impl Sandbox {
                 self.path("auth").display().to_string(),
             ),
             ("RUST_LOG".to_owned(), "warn".to_owned()),
+            // Holds no config.toml: no configuration of the user's applies.
+            (
+                "AGENT_CONFIG_DIR".to_owned(),
+                self.path("config").display().to_string(),
+            ),
         ];
         if let Some(pace) = pace {
             env.push(("AGENT_OFFLINE_PACE_MS".to_owned(), pace.to_owned()));
@@ -105,6 +111,8 @@ impl Proc {
             .current_dir(sandbox.path("ws"))
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env_remove("XDG_RUNTIME_DIR")
+            .env_remove("AGENT_PROVIDER")
+            .env_remove("AGENT_MODEL")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

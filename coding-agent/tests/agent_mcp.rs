@@ -4,8 +4,6 @@
 //!
 //! The test builds the fault server itself (an example of agent-mcp, see
 //! `agent-mcp/tests/support/examples.rs`), so `cargo test -p coding-agent` needs nothing else.
-//! Compiled only without the `openai` feature, whose provider replaces the offline one.
-#![cfg(not(feature = "openai"))]
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -139,6 +137,12 @@ fn agent_tools(args: &[&str]) -> (bool, String, String) {
     let output = Command::new(AGENT)
         .arg("tools")
         .args(args)
+        // The offline model, chosen explicitly; no config file of the user's applies.
+        .env("AGENT_PROVIDER", "offline")
+        .env(
+            "AGENT_CONFIG_DIR",
+            std::env::temp_dir().join("agent-test-no-config-dir"),
+        )
         .output()
         .expect("agent runs");
     (
@@ -239,6 +243,11 @@ fn a_task_runs_with_an_mcp_config() {
     let config = dir.join("mcp.json");
     std::fs::write(&config, config_text()).unwrap();
     let output = Command::new(AGENT)
+        .env("AGENT_PROVIDER", "offline")
+        .env(
+            "AGENT_CONFIG_DIR",
+            std::env::temp_dir().join("agent-test-no-config-dir"),
+        )
         .args([
             "--workspace",
             dir.to_str().unwrap(),

@@ -45,6 +45,9 @@ impl Sandbox {
             .env("AGENT_SCOPE_DIR", self.0.join("scope"))
             .env("AGENT_AUTHORITY_DIR", self.0.join("auth"))
             .env("RUST_LOG", "warn")
+            // The offline model, chosen explicitly; no config file of the user's applies.
+            .env("AGENT_PROVIDER", "offline")
+            .env("AGENT_CONFIG_DIR", self.0.join("config"))
             .env_remove("XDG_RUNTIME_DIR")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

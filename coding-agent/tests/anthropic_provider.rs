@@ -1,7 +1,6 @@
 //! The Anthropic Messages API provider against a real HTTP/1.1 server on 127.0.0.1 (the
 //! loopback server of `support`): raw responses written in pieces with small delays, so
 //! events split across reads.
-#![cfg(feature = "anthropic")]
 
 mod support;
 

@@ -10,7 +10,6 @@
 //! Anthropic's event sequence. A request without a user message is a `400` with a
 //! `{"detail": ...}` body. Streaming looks the answer up again as a prompt, so the
 //! responses file maps the answer to itself.
-#![cfg(all(feature = "openai", feature = "anthropic"))]
 
 mod support;
 

@@ -1,8 +1,8 @@
 //! A native Anthropic Messages API model provider: `POST {base_url}/v1/messages` with
 //! `stream: true`, read back as server-sent events and translated into [`StreamEvent`]s.
 //!
-//! Built only with the `anthropic` cargo feature. It is not part of the composed graph
-//! yet: build an [`AnthropicProvider`] from an [`AnthropicConfig`] to use it.
+//! Part of every build; the model settings choose it (`--provider anthropic`, see
+//! [`crate::settings`]), and [`crate::provider::build_provider`] builds it.
 //!
 //! # Configuration
 //!

@@ -12,10 +12,11 @@ use crate::approval::ApprovalMode;
 /// The usage lines printed after an argument error (and, without the `usage: ` prefix, at
 /// the top of `--help`).
 pub const USAGE: &str = "usage: agent [--workspace DIR] [--mcp-config FILE] [--yes | --read-only] [--json] \
-[--max-turns N] [--suspend FILE | --resume FILE] [--authority DIR] \"task\"
+[--max-turns N] [--suspend FILE | --resume FILE] [--authority DIR] \
+[--provider NAME] [--model NAME] [--system-prompt-file FILE] \"task\"
        agent tools [--workspace DIR] [--mcp-config FILE] [--json]
        agent run [--daemon] [OPTIONS] \"task\"
-       agent serve [--fixture]
+       agent serve [--fixture] [--provider NAME] [--model NAME] [--system-prompt-file FILE]
        agent runs | attach RUN [--from SEQ] | suspend RUN | resume RUN | export RUN [-o FILE] | import FILE
        every form also takes --log-format text|json, -v (repeatable) and -q; `agent --help` explains them";
 
@@ -32,6 +33,11 @@ approved on the terminal (y/N) unless --yes approves all or --read-only refuses 
 the run (exit code 130). --suspend FILE stops after the first completed turn and writes a signed \
 snapshot; --resume FILE continues it, exactly once, through the per-user run authority.
 
+The model comes from configuration, highest first: --provider/--model, the variables AGENT_PROVIDER \
+and AGENT_MODEL (and each provider's own, such as OPENAI_API_KEY), then config.toml in the user's \
+config directory ($AGENT_CONFIG_DIR, else $XDG_CONFIG_HOME/agent, else ~/.config/agent). With \
+nothing configured the offline demo model runs; it only reads. See docs/coding-agent.md.
+
 Logs go to stderr, filtered by RUST_LOG (default `warn`; -v, -vv, -vvv raise it to info, debug, \
 trace and -q lowers it to error); they never contain prompts, answers, tool arguments or results, \
 error text, paths or secrets. Run and call ids appear only as pseudonyms.";
@@ -39,7 +45,7 @@ error text, paths or secrets. Run and call ids appear only as pseudonyms.";
 const AFTER_HELP: &str = "Examples:
   agent \"What is this repository?\"
   agent --workspace ../other --json \"List the sources\"
-  agent --yes --max-turns 4 \"Add a CHANGELOG.md\"
+  agent --provider openai --model gpt-4o-mini --yes \"Add a CHANGELOG.md\"  (needs OPENAI_API_KEY)
   agent --suspend run.json \"Refactor the parser\" && agent --resume run.json
   agent tools --mcp-config mcp.json
   agent serve                      (the local daemon, in the foreground)
@@ -73,6 +79,31 @@ pub struct GlobalArgs {
     pub quiet: bool,
 }
 
+/// Which model a run uses; each one given overrides the environment and the config file
+/// (see [`crate::settings`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct ModelArgs {
+    /// The model provider: offline, openai or anthropic (overrides AGENT_PROVIDER and the
+    /// config file).
+    #[arg(long, value_name = "NAME")]
+    pub provider: Option<String>,
+    /// The model the provider is asked for (overrides AGENT_MODEL, the provider's own
+    /// variable and the config file).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// Replaces the built-in system prompt with the text of FILE (the workspace, tools and
+    /// approval rules are still appended).
+    #[arg(long, value_name = "FILE")]
+    pub system_prompt_file: Option<PathBuf>,
+}
+
+impl ModelArgs {
+    /// Whether any of the options was given.
+    pub fn any(&self) -> bool {
+        self.provider.is_some() || self.model.is_some() || self.system_prompt_file.is_some()
+    }
+}
+
 /// The one-shot form's options and task (also `agent run`'s).
 #[derive(Debug, Clone, Default, Args)]
 pub struct TaskArgs {
@@ -103,6 +134,9 @@ pub struct TaskArgs {
     /// The run authority's directory (default under the user's state directory).
     #[arg(long, value_name = "DIR")]
     pub authority: Option<PathBuf>,
+    /// Which model the run uses.
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// The task, in words (joined by spaces).
     #[arg(value_name = "TASK")]
     pub task: Vec<String>,
@@ -187,6 +221,9 @@ pub struct ServeArgs {
     /// user's state directory). Daemons that move snapshots between them share it.
     #[arg(long, value_name = "DIR")]
     pub authority: Option<PathBuf>,
+    /// Which model the daemon's runs use.
+    #[command(flatten)]
+    pub model: ModelArgs,
     /// The limits the daemon offers every client and reports in health.
     #[command(flatten)]
     pub limits: ServeLimitArgs,
@@ -386,6 +423,14 @@ where
         }
         Some(Command::Run(run)) => {
             run.task.validate().map_err(ParseOutcome::Usage)?;
+            if run.task.model.any() {
+                // The daemon's model was chosen when it started; a client cannot change it.
+                return Err(ParseOutcome::Usage(
+                    "--provider, --model and --system-prompt-file choose the daemon's model: \
+                     give them to `agent serve`"
+                        .to_owned(),
+                ));
+            }
             Invocation::Daemon(DaemonRequest::Run(run))
         }
         Some(Command::Tools(tools)) => Invocation::Tools(tools),
@@ -550,6 +595,27 @@ mod tests {
             matches!(daemon(&["import", "in.json"]), DaemonRequest::Import(ImportArgs { file }) if file == std::path::Path::new("in.json"))
         );
         assert!(usage(&["attach", "r1", "--from", "x"]).contains("--from"));
+    }
+
+    #[test]
+    fn model_options_parse_on_the_one_shot_form_run_and_serve_only() {
+        for args in [
+            &["--provider", "openai", "--model", "m", "t"][..],
+            &["run", "--provider", "openai", "--model", "m", "t"][..],
+        ] {
+            let Invocation::Task(task) = parse(args.iter().copied()).unwrap().invocation else {
+                panic!("{args:?}")
+            };
+            assert_eq!(task.model.provider.as_deref(), Some("openai"));
+            assert_eq!(task.model.model.as_deref(), Some("m"));
+        }
+        let parsed = parse(["serve", "--system-prompt-file", "p.txt"]).unwrap();
+        let Invocation::Daemon(DaemonRequest::Serve(serve)) = parsed.invocation else {
+            panic!("serve")
+        };
+        assert_eq!(serve.model.system_prompt_file, Some(PathBuf::from("p.txt")));
+        assert!(usage(&["run", "--daemon", "--provider", "openai", "t"]).contains("`agent serve`"));
+        assert_eq!(usage(&["tools", "--model", "m"]), "unknown option --model");
     }
 
     #[test]

@@ -18,15 +18,6 @@ use super::{
     ServeLimits, io_error, scope,
 };
 
-/// The model the coding agent's definition names (the OpenAI model with that provider).
-fn model_name() -> String {
-    if cfg!(feature = "openai") {
-        std::env::var("OPENAI_MODEL").unwrap_or_else(|_| "gpt-4o-mini".to_owned())
-    } else {
-        crate::offline::OFFLINE_MODEL.to_owned()
-    }
-}
-
 // ---------------------------------------------------------------------------------------
 // agent serve
 // ---------------------------------------------------------------------------------------
@@ -40,11 +31,14 @@ fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
     std::path::absolute(&dir).map_err(|e| io_error("run authority", e))
 }
 
-fn definitions(fixture: bool) -> Result<agent_daemon::definition::DefinitionSet, CliError> {
+fn definitions(
+    fixture: bool,
+    model: String,
+) -> Result<agent_daemon::definition::DefinitionSet, CliError> {
     use agent_daemon::definition::{Definition, DefinitionSet};
     let agent = agent_core::agent::AgentDefinition::new(
         CODING_AGENT_DEFINITION,
-        model_name(),
+        model,
         crate::cli::args::DEFAULT_MAX_TURNS,
     )
     .map_err(|e| io_error("definitions", e))?;
@@ -101,9 +95,11 @@ fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
 /// coding agent's provider). The `--max-*` limits are checked ([`ServeLimits`]) before
 /// anything binds.
 pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
-    // Checked before anything binds: an impossible limit is a usage error.
+    // Checked before anything binds: an impossible limit or model setting is a usage error.
     let limits = ServeLimits::from_args(&args.limits)?;
-    let definitions = definitions(args.fixture)?;
+    let settings =
+        crate::settings::load(&args.model).map_err(|e| CliError::Usage(e.to_string()))?;
+    let definitions = definitions(args.fixture, settings.model_name())?;
     limits.check_catalog(definitions.len())?;
     let stop = termination()?;
     let scope = scope()?;
@@ -117,8 +113,12 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
             .create(&authority)
             .map_err(|e| io_error("run authority", e))?;
     }
+    if let Some(notice) = settings.offline_notice() {
+        eprintln!("{notice}");
+    }
     let overrides = CodingAgentOverrides {
         approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
+        model_settings: Override::value(Arc::new(settings)),
         ..CodingAgentOverrides::default()
     };
     let app = CodingAgent::build_with(overrides)
