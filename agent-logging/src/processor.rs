@@ -476,6 +476,14 @@ impl Consumer {
         match envelope.event() {
             Event::RunStarted { .. } => record!(INFO, "agent.run.started", "run started"),
             Event::RunCompleted => record!(INFO, "agent.run.completed", "run completed"),
+            // A run that failed because its model did repeats what `agent.model.failed`
+            // said (at WARN): INFO. ERROR is for failures that are our bug.
+            Event::RunFailed { code } if *code == FailureCode::ModelFailed => record!(
+                INFO,
+                "agent.run.failed",
+                "run failed",
+                failure_code = code.as_str()
+            ),
             Event::RunFailed { code } => record!(
                 ERROR,
                 "agent.run.failed",
@@ -495,14 +503,19 @@ impl Consumer {
                 )
             }
             // A cancelled run is an expected outcome: its turn, model and tool records say
-            // so at INFO; ERROR is for failures someone must look at.
-            Event::TurnFailed { turn, code } if *code == FailureCode::Cancelled => record!(
-                INFO,
-                "agent.turn.failed",
-                "turn failed",
-                turn = *turn,
-                failure_code = code.as_str()
-            ),
+            // so at INFO; so does a turn that failed because its model did (the model's
+            // record says it at WARN). ERROR is for failures someone must look at.
+            Event::TurnFailed { turn, code }
+                if matches!(code, FailureCode::Cancelled | FailureCode::ModelFailed) =>
+            {
+                record!(
+                    INFO,
+                    "agent.turn.failed",
+                    "turn failed",
+                    turn = *turn,
+                    failure_code = code.as_str()
+                )
+            }
             Event::TurnFailed { turn, code } => record!(
                 ERROR,
                 "agent.turn.failed",
@@ -523,8 +536,9 @@ impl Consumer {
                 input_tokens = *input_tokens,
                 output_tokens = *output_tokens
             ),
-            // The problem code is the provider's string: not logged. Only the kernel's own
-            // name for a cancelled model operation lowers the level.
+            // The problem code is the provider's string: not logged. A model operation that
+            // fails is the provider's answer (a rejected key, a rate limit, an outage), not
+            // our bug: WARN. The kernel's own name for a cancelled one lowers it to INFO.
             Event::ModelFailed {
                 problem,
                 retryable,
@@ -541,7 +555,7 @@ impl Consumer {
                 before_stream,
                 ..
             } => record!(
-                ERROR,
+                WARN,
                 "agent.model.failed",
                 "model failed",
                 retryable = *retryable,

@@ -661,6 +661,51 @@ fn a_cancelled_run_logs_nothing_at_error() {
     );
 }
 
+/// A model operation that fails is the provider's answer (a rejected key, a rate limit),
+/// not our bug: `agent.model.failed` says it once at WARN, and the turn and run that failed
+/// because of it repeat it at INFO. Nothing is at ERROR.
+#[test]
+fn a_model_failure_logs_once_at_warn_and_nothing_at_error() {
+    let events = vec![
+        Event::RunStarted {
+            agent: Arc::from("a"),
+        },
+        Event::TurnStarted { turn: 1 },
+        Event::ModelStarted { turn: 1 },
+        Event::ModelFailed {
+            problem: "auth".into(),
+            retryable: false,
+            before_stream: true,
+        },
+        Event::TurnFailed {
+            turn: 1,
+            code: FailureCode::ModelFailed,
+        },
+        Event::RunFailed {
+            code: FailureCode::ModelFailed,
+        },
+    ];
+    let (dispatch, records) = capture(Behaviour::Record);
+    project(&dispatch, config(), events);
+    let records = records.lock().unwrap();
+    let levels: Vec<(&str, Level)> = records.iter().map(|r| (r.name.as_str(), r.level)).collect();
+    assert_eq!(
+        levels,
+        [
+            ("agent.run.started", Level::INFO),
+            ("agent.turn.started", Level::DEBUG),
+            ("agent.model.started", Level::DEBUG),
+            ("agent.model.failed", Level::WARN),
+            ("agent.turn.failed", Level::INFO),
+            ("agent.run.failed", Level::INFO),
+        ]
+    );
+    assert_eq!(
+        named(&records, "agent.run.failed")[0].field("failure_code"),
+        Some("model_failed")
+    );
+}
+
 #[test]
 fn event_presentation_covers_every_kind() {
     let events = every_kind();
@@ -673,15 +718,17 @@ fn event_presentation_covers_every_kind() {
         .filter(|k| **k != EventKind::ModelDelta)
         .map(|kind| {
             let level = match kind {
+                // The turn failed because its model did (`model_failed`): INFO.
                 EventKind::RunStarted
                 | EventKind::RunCompleted
                 | EventKind::RunCancelled
-                | EventKind::InteractionCancelled => Level::INFO,
-                EventKind::RunFailed
                 | EventKind::TurnFailed
-                | EventKind::ModelFailed
-                | EventKind::ToolFailed
-                | EventKind::InteractionFailed => Level::ERROR,
+                | EventKind::InteractionCancelled => Level::INFO,
+                // The provider's answer, not our bug.
+                EventKind::ModelFailed => Level::WARN,
+                EventKind::RunFailed | EventKind::ToolFailed | EventKind::InteractionFailed => {
+                    Level::ERROR
+                }
                 EventKind::ToolProgress => Level::TRACE,
                 _ => Level::DEBUG,
             };

@@ -313,15 +313,14 @@ fn run_without_daemon_is_the_one_shot_form() {
         None,
     );
     assert_eq!(out.code, Some(0), "{}", out.stderr());
+    // Every line is one JSON value: the run's events and, per tool call, a `tool_call`
+    // record.
     let kinds: Vec<String> = out
         .stdout
         .lines()
-        .map(|l| {
-            serde_json::from_str::<Value>(l).unwrap()["kind"]
-                .as_str()
-                .unwrap()
-                .to_owned()
-        })
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .filter(|v| v["type"] != "tool_call")
+        .map(|v| v["kind"].as_str().unwrap().to_owned())
         .collect();
     assert_eq!(kinds.first().map(String::as_str), Some("run.started"));
     assert_eq!(kinds.last().map(String::as_str), Some("run.completed"));
@@ -373,7 +372,9 @@ fn the_agent_composes_the_log_observer_and_the_dispatch_spans() {
             m.selection(plan, "decorators")
                 .unwrap_or_else(|| panic!("{plan}.decorators"))
                 .chosen,
-            ["dispatch-spans"]
+            // The CLI's tool lines and `tool_call` records observe each call
+            // (`coding_agent::tool_calls`).
+            ["dispatch-spans", "tool-call-observer"]
         );
     }
     assert_eq!(

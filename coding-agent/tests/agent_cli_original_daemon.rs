@@ -296,9 +296,10 @@ fn a_daemon_run_prints_the_originals_text_and_tool_lines() {
     let (code, out, err) = sandbox.agent(&["run", "--daemon", "--definition", "echo", "say", "hi"]);
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert!(out.contains("Hello from the original."), "{out}");
-    assert!(out.contains("  -> read_file (call-1) ok"), "{out}");
+    // One line per tool call, with its outcome (the daemon's events carry no arguments).
+    assert!(out.contains("\n  -> read_file: ok\n"), "{out}");
     assert!(
-        out.contains("  -> write_file (call-2) refused or failed (the model was told)"),
+        out.contains("  -> write_file: failed: tool execution failed\n"),
         "{out}"
     );
     assert!(err.contains("agent: run run-1 in the daemon"), "{err}");
@@ -324,12 +325,21 @@ fn json_lines_carry_the_originals_event_kinds_in_order() {
         sandbox.agent(&["run", "--daemon", "--json", "--definition", "echo", "x"]);
     assert_eq!(code, Some(0), "{out}\n{err}");
     assert_eq!(json_kinds(&out, "run-1", 1), COMPLETED_KINDS, "{out}");
+    // `model.delta` lines carry their text; the last line ends the output (no blank line).
+    let text: String = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["kind"] == "model.delta")
+        .filter_map(|v| v["data"]["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(text, "Hello from the original.", "{out}");
+    assert!(out.ends_with("}\n"), "{out:?}");
     assert!(err.contains("done: run run-1"), "{err}");
     sandbox.assert_no_daemon_started();
 }
 
-/// A run that ends in the original's `run.failed` exits 1 and says why exactly once; the
-/// original's `model.failed` is shown by its code.
+/// A run that ends in the original's `run.failed` exits 1 and says why exactly once, on
+/// stderr; the original's `model.failed` prints no line of its own.
 #[test]
 fn a_failed_run_exits_1_and_says_why_once() {
     let sandbox = Sandbox::new("failed");
@@ -350,7 +360,8 @@ fn a_failed_run_exits_1_and_says_why_once() {
     );
     let (code, out, err) = sandbox.agent(&["run", "--daemon", "--definition", "echo", "x"]);
     assert_eq!(code, Some(1), "{out}\n{err}");
-    assert!(out.contains("model failed: unavailable"), "{out}");
+    assert!(!out.contains("model failed"), "{out}");
+    assert!(!out.contains("unavailable"), "{out}");
     let said = format!("{out}\n{err}");
     assert_eq!(
         said.matches("model provider failed").count(),

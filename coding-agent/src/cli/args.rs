@@ -38,6 +38,12 @@ and AGENT_MODEL (and each provider's own, such as OPENAI_API_KEY), then config.t
 config directory ($AGENT_CONFIG_DIR, else $XDG_CONFIG_HOME/agent, else ~/.config/agent). With \
 nothing configured the offline demo model runs; it only reads. See docs/coding-agent.md.
 
+The task may come from stdin (`agent -`, or no task with stdin not a terminal) or from \
+--file FILE, at most 1 MiB. Each tool call prints one line with its arguments and outcome \
+(`  -> read_file README.md: 3.2 KB`), coloured on a terminal unless NO_COLOR is set; --json \
+adds a `tool_call` record (arguments and a bounded result) after each call's events. The \
+summary line on stderr says how the run ended, failures with their reason, once.
+
 Logs go to stderr, filtered by RUST_LOG (default `warn`; -v, -vv, -vvv raise it to info, debug, \
 trace and -q lowers it to error); they never contain prompts, answers, tool arguments or results, \
 error text, paths or secrets. Run and call ids appear only as pseudonyms.";
@@ -46,6 +52,8 @@ const AFTER_HELP: &str = "Examples:
   agent \"What is this repository?\"
   agent --workspace ../other --json \"List the sources\"
   agent --provider openai --model gpt-4o-mini --yes \"Add a CHANGELOG.md\"  (needs OPENAI_API_KEY)
+  echo \"Summarize README.md\" | agent --read-only
+  agent --file task.md --json | jq -c 'select(.type == \"tool_call\")'
   agent --suspend run.json \"Refactor the parser\" && agent --resume run.json
   agent tools --mcp-config mcp.json
   agent serve                      (the local daemon, in the foreground)
@@ -137,7 +145,11 @@ pub struct TaskArgs {
     /// Which model the run uses.
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The task, in words (joined by spaces).
+    /// Reads the task from FILE (at most 1 MiB).
+    #[arg(long, value_name = "FILE")]
+    pub file: Option<PathBuf>,
+    /// The task, in words (joined by spaces); `-` reads it from stdin (at most 1 MiB), as
+    /// does no task when stdin is not a terminal.
     #[arg(value_name = "TASK")]
     pub task: Vec<String>,
 }
@@ -166,11 +178,62 @@ impl TaskArgs {
         if self.suspend.is_some() && self.resume.is_some() {
             return Err("--suspend and --resume exclude each other".to_owned());
         }
-        if self.task.is_empty() && self.resume.is_none() {
-            return Err("a task is required".to_owned());
+        if self.file.is_some() && !self.task.is_empty() {
+            return Err("give the task as words, `-` or --file FILE, not several".to_owned());
+        }
+        // Only words given here: `-`, --file and stdin are read (and checked) by
+        // `super::task::resolve`.
+        if self.file.is_none()
+            && !self.task.is_empty()
+            && self.task != ["-"]
+            && self.task.iter().all(|w| w.trim().is_empty())
+        {
+            return Err("the task is empty".to_owned());
         }
         Ok(())
     }
+
+    /// Refuses a one-word task that is a typo of a subcommand (`agent serv`).
+    fn refuse_near_miss(&self) -> Result<(), String> {
+        if let ([word], None) = (self.task.as_slice(), &self.file)
+            && let Some(subcommand) = near_miss(word)
+        {
+            return Err(format!(
+                "`{word}` is not a subcommand; did you mean `agent {subcommand}`? (to run it \
+                 as a task, give more words or use --file)"
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The subcommand `word` is a typo of, if any: an optimal-string-alignment distance (a
+/// swap of two letters counts once) of at most 2, and at most half the word's length, so
+/// a short real task (`fix`, `sum`) still runs.
+///
+/// ```
+/// use coding_agent::cli::args::near_miss;
+///
+/// assert_eq!(near_miss("serv"), Some("serve".to_owned()));
+/// assert_eq!(near_miss("rnus"), Some("runs".to_owned()));
+/// assert_eq!(near_miss("tool"), Some("tools".to_owned()));
+/// assert_eq!(near_miss("refactor"), None);
+/// assert_eq!(near_miss("fix"), None);
+/// ```
+pub fn near_miss(word: &str) -> Option<String> {
+    let word = word.trim();
+    if word.is_empty() || !word.chars().all(|c| c.is_ascii_alphabetic() || c == '-') {
+        return None;
+    }
+    let lower = word.to_ascii_lowercase();
+    let length = lower.chars().count();
+    Cli::command()
+        .get_subcommands()
+        .map(|c| c.get_name().to_owned())
+        .map(|name| (strsim::osa_distance(&lower, &name), name))
+        .filter(|(distance, _)| *distance <= 2 && distance * 2 <= length)
+        .min_by_key(|(distance, _)| *distance)
+        .map(|(_, name)| name)
 }
 
 fn parse_max_turns(value: &str) -> Result<u32, String> {
@@ -415,6 +478,7 @@ where
     let invocation = match cli.command {
         None => {
             cli.task.validate().map_err(ParseOutcome::Usage)?;
+            cli.task.refuse_near_miss().map_err(ParseOutcome::Usage)?;
             Invocation::Task(cli.task)
         }
         Some(Command::Run(run)) if !run.daemon => {
@@ -525,8 +589,30 @@ mod tests {
             usage(&["--read-only", "--yes", "t"]),
             "--yes and --read-only exclude each other"
         );
-        assert_eq!(usage(&[]), "a task is required");
-        assert_eq!(usage(&["run"]), "a task is required");
+        // No task parses: it may come from stdin (`super::task::resolve` decides).
+        assert!(parse(Vec::<&str>::new()).is_ok());
+        assert!(parse(["run"]).is_ok());
+        assert_eq!(usage(&[""]), "the task is empty");
+        assert_eq!(usage(&["  ", "\t"]), "the task is empty");
+        assert_eq!(
+            usage(&["--file", "t.txt", "more"]),
+            "give the task as words, `-` or --file FILE, not several"
+        );
+        for (typo, subcommand) in [("serv", "serve"), ("tool", "tools"), ("rnus", "runs")] {
+            assert!(
+                usage(&[typo]).contains(&format!("did you mean `agent {subcommand}`?")),
+                "{typo}: {}",
+                usage(&[typo])
+            );
+        }
+        // A real one-word task, and several words, still run.
+        for task in [
+            &["refactor"][..],
+            &["fix"][..],
+            &["serv", "static", "files"][..],
+        ] {
+            assert!(parse(task.iter().copied()).is_ok(), "{task:?}");
+        }
         assert!(usage(&["attach"]).contains("RUN"), "{}", usage(&["attach"]));
         assert_eq!(usage(&["tools", "--yes"]), "unknown option --yes");
     }

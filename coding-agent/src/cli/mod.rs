@@ -6,7 +6,10 @@ pub mod args;
 pub mod daemon;
 pub mod error;
 pub mod logs;
+pub mod output;
 pub mod progress;
+pub mod render;
+pub mod task;
 
 pub use args::{Command, DaemonRequest, Invocation, ParseOutcome, Parsed, USAGE, parse};
 pub use error::{CliError, DaemonCommand, EXIT_CANCELLED, EXIT_UNSUPPORTED, EXIT_USAGE};

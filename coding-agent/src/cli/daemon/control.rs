@@ -12,6 +12,11 @@ use crate::cli::error::CliError;
 use super::client::Endpoint;
 use super::{client_error, io_error, operation};
 
+/// A line on stdout; a closed stdout ends the command quietly (see `crate::cli::output`).
+fn println(line: &str) -> Result<(), CliError> {
+    crate::cli::output::println(line).map_err(|e| io_error("stdout", e))
+}
+
 /// `agent suspend RUN`: suspends the run at its next turn boundary and prints the boundary
 /// sequence.
 pub async fn suspend(args: &RunRef) -> Result<ExitCode, CliError> {
@@ -25,11 +30,11 @@ pub async fn suspend(args: &RunRef) -> Result<ExitCode, CliError> {
     session.close();
     let result = result?;
     endpoint.record_state(&args.run, "suspended");
-    println!(
+    println(&format!(
         "suspended {} at sequence {}",
         args.run,
         result.boundary_sequence()
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -46,11 +51,11 @@ pub async fn resume(args: &RunRef) -> Result<ExitCode, CliError> {
     session.close();
     let result = result?;
     endpoint.record_state(&args.run, "running");
-    println!(
+    println(&format!(
         "resumed {} at sequence {}",
         args.run,
         result.next_sequence()
-    );
+    ))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -77,9 +82,9 @@ pub async fn export(args: &ExportArgs) -> Result<ExitCode, CliError> {
                 .and_then(|()| out.sync_all())
                 .map_err(|e| io_error(&file.display().to_string(), e))?;
         }
-        None => std::io::stdout()
-            .write_all(snapshot.bytes())
-            .map_err(|e| io_error("stdout", e))?,
+        None => {
+            crate::cli::output::write_stdout(snapshot.bytes()).map_err(|e| io_error("stdout", e))?
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -108,6 +113,6 @@ pub async fn import(args: &ImportArgs) -> Result<ExitCode, CliError> {
         "suspended",
     )?;
     session.close();
-    println!("{}", result.run());
+    println(result.run().as_str())?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,7 +1,6 @@
 //! `agent run --daemon` and `agent attach`: following a run's events, answering its
 //! approvals, and the exit code of how it ended.
 
-use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -12,7 +11,9 @@ use agent_client_grpc::GrpcSession;
 use crate::approval::ApprovalMode;
 use crate::cli::args::{AttachArgs, RunArgs};
 use crate::cli::error::{CliError, EXIT_CANCELLED};
+use crate::cli::output::{self, Stdout};
 use crate::cli::progress::Spinner;
+use crate::cli::render::{MAX_LINE_DETAIL_CHARS, Renderer, Style, Tone, ToolLine, bounded};
 
 use super::client::{Endpoint, initialize_request};
 use super::{
@@ -99,40 +100,81 @@ enum Ending {
     Detached,
 }
 
-/// Prints one event for a human (the one-shot form's rendering).
-fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
+/// Prints one event for a human, through the one-shot form's renderer. The daemon's events
+/// carry no tool arguments or results, so a tool line says the name and the outcome.
+fn render(event: &c::Event, renderer: &mut Renderer<Stdout>) -> std::io::Result<()> {
     use c::EventDetail as D;
-    let _ = match event.detail() {
-        D::ModelStarted { .. } => {
-            spinner.start();
-            Ok(())
+    match event.detail() {
+        D::ModelStarted { .. } => renderer.model_started(),
+        D::ModelDelta { text } => renderer.text(text)?,
+        // A model failure is said once, by the summary line.
+        D::ModelCompleted { .. } | D::ModelFailed(_) => renderer.model_ended(),
+        D::ToolTerminal(t) => {
+            let line = match (t.outcome(), t.problem()) {
+                (c::ToolOutcome::Completed, _) => ToolLine::from_event(t.name(), Tone::Ok, "ok"),
+                (_, Some(problem)) => ToolLine::from_event(
+                    t.name(),
+                    Tone::Failed,
+                    format!("failed: {}", bounded(problem, MAX_LINE_DETAIL_CHARS)),
+                ),
+                (_, None) => ToolLine::from_event(t.name(), Tone::Failed, "failed"),
+            };
+            renderer.tool(&line)?;
         }
-        D::ModelDelta { text } => spinner.write_text(out, text),
-        D::ModelCompleted { .. } => {
-            spinner.stop();
-            Ok(())
-        }
-        D::ToolStarted { call_id, name } => write!(out, "\n  -> {name} ({call_id})"),
-        D::ToolTerminal(t) => match t.outcome() {
-            c::ToolOutcome::Completed => writeln!(out, " ok"),
-            _ => writeln!(out, " refused or failed (the model was told)"),
-        },
-        D::ModelFailed(f) => {
-            spinner.stop();
-            writeln!(out, "\nmodel failed: {}", f.code())
-        }
-        _ => Ok(()),
-    };
-    let _ = out.flush();
+        _ => {}
+    }
+    Ok(())
 }
 
+/// One event as a JSON line: run, sequence, kind and the event's data (`model.delta` with
+/// its text), in the one-shot form's field names where they exist.
 fn event_json(event: &c::Event) -> String {
     serde_json::json!({
         "run": event.run().as_str(),
         "sequence": event.sequence(),
         "kind": event.kind().name(),
+        "data": detail_json(event.detail()),
     })
     .to_string()
+}
+
+fn detail_json(detail: &c::EventDetail) -> serde_json::Value {
+    use c::EventDetail as D;
+    use serde_json::json;
+    match detail {
+        D::RunStarted { definition } => json!({ "agent": definition }),
+        D::RunCompleted => json!({}),
+        D::Status { text } => json!({ "text": text }),
+        D::Turn { turn } => json!({ "turn": turn }),
+        D::ModelStarted { turn, operation } => json!({ "turn": turn, "operation": operation }),
+        D::ModelDelta { text } => json!({ "text": text }),
+        D::ModelCompleted { usage } => json!({
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+        }),
+        D::ModelFailed(f) => json!({
+            "problem": f.code(),
+            "message": f.message(),
+            "retryable": f.retryable(),
+            "before_stream": f.before_stream(),
+        }),
+        D::ToolStarted { call_id, name } => json!({ "call_id": call_id, "name": name }),
+        D::ToolProgress { call_id, message } => {
+            json!({ "call_id": call_id, "message": message })
+        }
+        D::ToolTerminal(t) => json!({
+            "call_id": t.call_id(),
+            "name": t.name(),
+            "outcome": match t.outcome() {
+                c::ToolOutcome::Completed => "completed",
+                c::ToolOutcome::Failed => "failed",
+                c::ToolOutcome::Uncertain => "uncertain",
+            },
+            "problem": t.problem(),
+        }),
+        D::InteractionStarted { id, kind } => json!({ "id": id, "kind": kind }),
+        D::InteractionTerminal { id, problem } => json!({ "id": id, "problem": problem }),
+    }
 }
 
 /// The Ctrl-C handler, installed before anything starts, so an early Ctrl-C is seen
@@ -163,8 +205,7 @@ async fn follow(
     let limits = *session.connection().limits();
     let options = c::EventStreamOptions::new(limits.replay_events(), true, &limits)
         .map_err(|e| io_error("event stream", e))?;
-    let mut spinner = Spinner::stderr();
-    let stdout = std::io::stdout();
+    let mut renderer = Renderer::new(Stdout, Spinner::stderr(), Style::detect());
     let mut cancelled = false;
     // Events up to here were asked to be skipped; only a re-read of the terminal (below)
     // delivers any of them again, and it is not printed twice.
@@ -198,7 +239,7 @@ async fn follow(
                 _ = interrupt.recv() => {
                     match on_interrupt {
                         OnInterrupt::Detach => {
-                            spinner.stop();
+                            let _ = renderer.finish();
                             return Ok(Ending::Detached);
                         }
                         OnInterrupt::Cancel if !cancelled => {
@@ -218,16 +259,22 @@ async fn follow(
             match frame {
                 Ok(Some(c::EventFrame::Event(event))) => {
                     after = event.sequence();
-                    let mut out = stdout.lock();
                     if after > printed_after {
-                        if json {
-                            let _ = writeln!(out, "{}", event_json(&event));
+                        let written = if json {
+                            output::println(&event_json(&event))
                         } else {
-                            render(&event, &mut spinner, &mut out);
+                            render(&event, &mut renderer)
+                        };
+                        // Nobody reads stdout any more: stop following (the run goes on
+                        // in the daemon; `main` ends quietly).
+                        if written.is_err() && output::stdout_closed() {
+                            return Ok(Ending::Detached);
                         }
                     }
                     if is_run_terminal(&event) {
-                        spinner.stop();
+                        if !json {
+                            let _ = renderer.finish();
+                        }
                         return Ok(match (event.kind(), event.detail()) {
                             (c::EventKind::RunCompleted, _) => Ending::Completed,
                             (c::EventKind::RunCancelled, _) => Ending::Cancelled,
@@ -245,7 +292,7 @@ async fn follow(
                         && control.last_delivered() >= control.latest() =>
                 {
                     if rewound || control.latest() == 0 {
-                        spinner.stop();
+                        let _ = renderer.finish();
                         return Ok(Ending::Lost(format!(
                             "run {} has no terminal event after sequence {after}",
                             run.as_str()
@@ -259,7 +306,7 @@ async fn follow(
                 // The page ended without tailing: read on from the last sequence.
                 Ok(None) => break,
                 Err(e) => {
-                    spinner.stop();
+                    let _ = renderer.finish();
                     return Ok(stream_ending(&e));
                 }
             }
@@ -282,32 +329,35 @@ fn stream_ending(error: &c::Error) -> Ending {
     }
 }
 
-fn exit_for(ending: Ending, run: &str, json: bool) -> Result<ExitCode, CliError> {
-    // The summary goes on its own line after streamed text; `--json` output is JSON lines
-    // only.
-    if !json {
-        let _ = writeln!(std::io::stdout());
+/// The summary line (the renderer ended stdout on a line boundary) and the exit code.
+fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
+    // Nobody reads stdout any more: end quietly.
+    if output::stdout_closed() {
+        return Ok(ExitCode::SUCCESS);
     }
+    let say = |line: String| output::eprintln(&line);
     match ending {
         Ending::Completed => {
-            eprintln!("done: run {run}");
+            say(format!("done: run {run}"));
             Ok(ExitCode::SUCCESS)
         }
         Ending::Cancelled => {
-            eprintln!("cancelled: run {run}");
+            say(format!("cancelled: run {run}"));
             Ok(ExitCode::from(EXIT_CANCELLED))
         }
         // Says why, as the one-shot form does.
         Ending::Failed(why) if !why.is_empty() => {
-            eprintln!("failed ({why}): run {run}");
+            say(format!("failed ({why}): run {run}"));
             Ok(ExitCode::FAILURE)
         }
         Ending::Failed(_) => {
-            eprintln!("failed: run {run}");
+            say(format!("failed: run {run}"));
             Ok(ExitCode::FAILURE)
         }
         Ending::Detached => {
-            eprintln!("detached from run {run}; it keeps running (`agent attach {run}`)");
+            say(format!(
+                "detached from run {run}; it keeps running (`agent attach {run}`)"
+            ));
             Ok(ExitCode::from(EXIT_CANCELLED))
         }
         Ending::Fenced => Err(CliError::Daemon(format!(
@@ -395,7 +445,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         &definition_id,
         "running",
     )?;
-    eprintln!("agent: run {run} in the daemon");
+    output::eprintln(&format!("agent: run {run} in the daemon"));
     let session = Arc::new(session);
     let answers = match args.task.mode() {
         ApprovalMode::Ask => Answers::Ask,
@@ -417,7 +467,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str(), args.task.json)
+    exit_for(ending, run.as_str())
 }
 
 /// `agent attach RUN [--from SEQ]`: reconnects as the run's owner (fencing any other
@@ -454,5 +504,5 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str(), false)
+    exit_for(ending, run.as_str())
 }

@@ -1,6 +1,5 @@
 //! `agent runs`: the run index with each run's state.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use agent_client as c;
@@ -22,7 +21,6 @@ pub async fn runs() -> Result<ExitCode, CliError> {
         .index
         .read()
         .map_err(|e| io_error("run index", e))?;
-    let mut out = std::io::stdout().lock();
     let mut rows: Vec<(&String, &RunEntry)> = index.runs.iter().collect();
     rows.sort_by_key(|(run, e)| (e.recorded, run.as_str()));
     for (run, entry) in rows {
@@ -38,7 +36,8 @@ pub async fn runs() -> Result<ExitCode, CliError> {
             },
             Err(_) => "unknown".to_owned(),
         };
-        writeln!(out, "{run}\t{state}\t{}", entry.definition).map_err(|e| io_error("stdout", e))?;
+        crate::cli::output::println(&format!("{run}\t{state}\t{}", entry.definition))
+            .map_err(|e| io_error("stdout", e))?;
     }
     Ok(ExitCode::SUCCESS)
 }

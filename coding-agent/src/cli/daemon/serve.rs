@@ -163,13 +163,13 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
         pid = std::process::id(),
         "daemon serving"
     );
-    eprintln!(
+    crate::cli::output::eprintln(&format!(
         "agent: serving on {} (pid {}); stop with Ctrl-C or SIGTERM",
         daemon.scope().address().display(),
         std::process::id()
-    );
+    ));
     stop.await;
-    eprintln!("agent: stopping");
+    crate::cli::output::eprintln("agent: stopping");
     let stopped = daemon.shutdown(SHUTDOWN_DEADLINE).await;
     root.cancel();
     let _ = app.stop().await;
