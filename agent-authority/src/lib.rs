@@ -10,6 +10,7 @@
 //! resume plugs in through the small traits in [`kernel`].
 #![forbid(unsafe_code)]
 
+mod diagnose;
 #[cfg(feature = "engine")]
 pub mod engine;
 mod envelope;
@@ -22,6 +23,7 @@ mod record;
 mod run;
 mod store;
 
+pub use diagnose::{DirectoryProblem, diagnose_directory};
 pub use envelope::{
     AuthorityBlock, ENVELOPE_DOMAIN, ENVELOPE_OVERHEAD_BYTES, HmacSnapshotAuthority, Lifecycle,
     MAX_DAEMON_TOKEN_BYTES, MAX_ENVELOPE_BYTES, MAX_LAST_SEQUENCE, MAX_PAYLOAD_BYTES,

@@ -14,7 +14,9 @@ use rmcp::model::{
     ClientNotification, ClientRequest, ErrorCode, ListToolsRequest, PaginatedRequestParams,
     ProgressNotificationParam, ProgressToken, ProtocolVersion, ServerResult, Tool as McpToolInfo,
 };
-use rmcp::service::{NotificationContext, PeerRequestOptions, RunningService, ServiceError};
+use rmcp::service::{
+    ClientInitializeError, NotificationContext, PeerRequestOptions, RunningService, ServiceError,
+};
 use rmcp::{ClientHandler, Peer, RoleClient, ServiceExt};
 use serde_json::Value;
 use tokio::sync::mpsc;
@@ -192,18 +194,26 @@ impl ServerInstance {
         let service = match tokio::time::timeout(startup, notifier.serve(transport)).await {
             Ok(Ok(service)) => service,
             Ok(Err(error)) => {
-                return Err(McpError::Startup {
-                    server: key,
-                    reason: format!("initialize failed: {error}"),
-                    stderr: tail_of(&stderr),
-                });
+                // A closed or broken pipe usually means the server is exiting: wait for
+                // it (bounded), so the error says that and quotes all it wrote.
+                let exiting = matches!(
+                    error,
+                    ClientInitializeError::ConnectionClosed(_)
+                        | ClientInitializeError::TransportError { .. }
+                );
+                let grace = if exiting { EXIT_GRACE } else { Duration::ZERO };
+                return Err(startup_failure(
+                    key,
+                    plain_initialize_error(&error),
+                    &mut exit,
+                    &stderr,
+                    grace,
+                )
+                .await);
             }
             Err(_) => {
-                return Err(McpError::Startup {
-                    server: key,
-                    reason: format!("no answer to initialize within {startup:?}"),
-                    stderr: tail_of(&stderr),
-                });
+                let reason = format!("it did not answer initialize within {startup:?}");
+                return Err(startup_failure(key, reason, &mut exit, &stderr, Duration::ZERO).await);
             }
         };
         // The specification: a client that does not support the version the server answered
@@ -300,11 +310,11 @@ impl ServerInstance {
                 .peer
                 .send_cancellable_request(request, PeerRequestOptions::with_timeout(timeout))
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| fail(plain_service_error(&e)))?;
             let result = handle
                 .await_response()
                 .await
-                .map_err(|e| fail(e.to_string()))?;
+                .map_err(|e| fail(plain_service_error(&e)))?;
             let ServerResult::ListToolsResult(page) = result else {
                 return Err(fail(
                     "the answer to tools/list is not a tool list".to_owned(),
@@ -420,7 +430,7 @@ impl ServerInstance {
                     McpError::CallNotSent {
                         server: key.clone(),
                         tool: server_tool.to_owned(),
-                        reason: error.to_string(),
+                        reason: plain_service_error(&error),
                     },
                 ));
             }
@@ -472,12 +482,12 @@ impl ServerInstance {
                 "the server answered tools/call with another result kind".to_owned(),
             )),
             // The write to the transport failed: the server never got the request.
-            Err(ServiceError::TransportSend(error)) => Err(ExecutionError::definitive(
+            Err(ServiceError::TransportSend(_)) => Err(ExecutionError::definitive(
                 call_id.clone(),
                 McpError::CallNotSent {
                     server: key.clone(),
                     tool: server_tool.to_owned(),
-                    reason: error.to_string(),
+                    reason: "the connection to the server broke".to_owned(),
                 },
             )),
             // Our reader answered for the server: the answer came, and was too large to
@@ -506,7 +516,7 @@ impl ServerInstance {
             Err(ServiceError::Timeout { timeout }) => Err(after_send(format!(
                 "no response within {timeout:?} (notifications/cancelled was sent)"
             ))),
-            Err(error) => Err(after_send(error.to_string())),
+            Err(error) => Err(after_send(plain_service_error(&error))),
         }
     }
 }
@@ -522,14 +532,82 @@ fn refused_before_running(code: ErrorCode) -> bool {
     .contains(&code)
 }
 
-fn tail_of(stderr: &process::StderrTail) -> String {
-    let text = stderr.text();
-    let start = text.len().saturating_sub(2048);
-    let mut start = start;
-    while !text.is_char_boundary(start) {
-        start += 1;
+/// How long a server whose pipe closed during start-up is given to exit, and then to
+/// finish its stderr, before the error is reported without them.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// The start-up error: [`McpError::Exited`] when the server exited (waited for up to
+/// `grace`), else [`McpError::Startup`] with `reason`; either quotes its last stderr lines.
+async fn startup_failure(
+    server: String,
+    reason: String,
+    exit: &mut tokio::sync::watch::Receiver<Option<Option<std::process::ExitStatus>>>,
+    stderr: &process::StderrTail,
+    grace: Duration,
+) -> McpError {
+    let _ = tokio::time::timeout(grace, exit.wait_for(Option::is_some)).await;
+    let status = *exit.borrow();
+    match status {
+        Some(status) => {
+            let _ = tokio::time::timeout(EXIT_GRACE, stderr.ended()).await;
+            McpError::Exited {
+                server,
+                status: status
+                    .map_or_else(|| "its exit status is unknown".to_owned(), describe_exit),
+                stderr: stderr.last_lines().join("\n"),
+            }
+        }
+        None => McpError::Startup {
+            server,
+            reason,
+            stderr: stderr.last_lines().join("\n"),
+        },
     }
-    text[start..].trim().to_owned()
+}
+
+/// `exit status N`, or `killed by signal N`.
+fn describe_exit(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => format!("exit status {code}"),
+        (None, Some(signal)) => format!("killed by signal {signal}"),
+        (None, None) => status.to_string(),
+    }
+}
+
+/// What went wrong with `initialize`, in plain words: no rmcp type names, no transport
+/// internals.
+fn plain_initialize_error(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::ConnectionClosed(_) => {
+            "it closed its connection before answering initialize".to_owned()
+        }
+        ClientInitializeError::TransportError { .. } => {
+            "the connection to it broke while sending initialize".to_owned()
+        }
+        ClientInitializeError::JsonRpcError(data) => {
+            format!("it refused initialize: {}", data.message)
+        }
+        ClientInitializeError::NoCompatibleProtocolVersion { .. } => {
+            "it supports no protocol version this client does".to_owned()
+        }
+        _ => "its answer to initialize was not a valid initialize result".to_owned(),
+    }
+}
+
+/// What went wrong with a request after start-up, in plain words.
+pub(crate) fn plain_service_error(error: &ServiceError) -> String {
+    match error {
+        ServiceError::McpError(data) => data.message.to_string(),
+        ServiceError::TransportSend(_) => "the connection to the server broke".to_owned(),
+        ServiceError::TransportClosed => "the server closed its connection".to_owned(),
+        ServiceError::UnexpectedResponse => {
+            "the server answered with another kind of result".to_owned()
+        }
+        ServiceError::Cancelled { .. } => "the request was cancelled".to_owned(),
+        ServiceError::Timeout { timeout } => format!("no response within {timeout:?}"),
+        _ => "the request failed".to_owned(),
+    }
 }
 
 /// A server tool as a kernel tool, bound to one launch of its server.

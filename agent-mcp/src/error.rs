@@ -20,13 +20,25 @@ pub enum McpError {
         source: LaunchError,
     },
     /// The server started but did not complete `initialize` and `tools/list` in time.
-    #[error("MCP server `{server}` did not start: {reason}{}", stderr_note(.stderr))]
+    #[error("the MCP server \"{server}\" did not start: {reason}{}", stderr_note(.stderr))]
     Startup {
         /// The server's key.
         server: String,
-        /// Why.
+        /// Why, in plain words.
         reason: String,
-        /// The end of its stderr.
+        /// Its last stderr lines (at most
+        /// [`STDERR_QUOTED_LINES`](crate::process::STDERR_QUOTED_LINES) lines and
+        /// [`STDERR_QUOTED_BYTES`](crate::process::STDERR_QUOTED_BYTES)), one per line.
+        stderr: String,
+    },
+    /// The server exited before it completed `initialize` and `tools/list`.
+    #[error("the MCP server \"{server}\" exited during start-up ({status}){}", stderr_note(.stderr))]
+    Exited {
+        /// The server's key.
+        server: String,
+        /// How it ended: `exit status N` or `killed by signal N`.
+        status: String,
+        /// Its last stderr lines, as in [`McpError::Startup`].
         stderr: String,
     },
     /// The server answered `initialize` with a protocol version this client does not
@@ -136,10 +148,15 @@ pub enum McpError {
     },
 }
 
+/// The quoted stderr lines, indented under the message; or that there were none.
 fn stderr_note(stderr: &str) -> String {
     if stderr.is_empty() {
-        String::new()
-    } else {
-        format!("; its stderr ends with: {stderr}")
+        return "; it wrote nothing to stderr".to_owned();
     }
+    let mut note = "; its last stderr lines:".to_owned();
+    for line in stderr.lines() {
+        note.push_str("\n    ");
+        note.push_str(line);
+    }
+    note
 }

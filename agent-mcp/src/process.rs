@@ -70,10 +70,28 @@ pub enum LaunchError {
     },
 }
 
-/// The newest [`STDERR_TAIL_BYTES`] of a server's stderr.
-#[derive(Debug, Default)]
+/// Most stderr lines an error message quotes (the newest ones).
+pub const STDERR_QUOTED_LINES: usize = 20;
+/// Most stderr bytes an error message quotes (the newest ones, cut at a line start where
+/// one is in reach).
+pub const STDERR_QUOTED_BYTES: usize = 4096;
+
+/// The newest [`STDERR_TAIL_BYTES`] of a server's stderr: a bounded ring buffer, filled by
+/// the task that also forwards each line to the log.
+#[derive(Debug)]
 pub struct StderrTail {
     bytes: Mutex<VecDeque<u8>>,
+    /// Becomes `true` when the server's stderr reached its end (every line is in `bytes`).
+    ended: watch::Sender<bool>,
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        StderrTail {
+            bytes: Mutex::default(),
+            ended: watch::Sender::new(false),
+        }
+    }
 }
 
 impl StderrTail {
@@ -90,6 +108,41 @@ impl StderrTail {
         let bytes = self.bytes.lock().unwrap_or_else(PoisonError::into_inner);
         let (a, b) = bytes.as_slices();
         String::from_utf8_lossy(&[a, b].concat()).into_owned()
+    }
+
+    /// What an error message quotes: the last [`STDERR_QUOTED_LINES`] non-empty lines,
+    /// at most [`STDERR_QUOTED_BYTES`] in all, oldest first.
+    pub fn last_lines(&self) -> Vec<String> {
+        let text = self.text();
+        let mut lines = Vec::new();
+        let mut budget = STDERR_QUOTED_BYTES;
+        for line in text.lines().rev().map(str::trim_end) {
+            if line.is_empty() {
+                continue;
+            }
+            if lines.len() == STDERR_QUOTED_LINES || budget == 0 {
+                break;
+            }
+            let mut start = line.len().saturating_sub(budget);
+            while !line.is_char_boundary(start) {
+                start += 1;
+            }
+            budget -= line.len() - start;
+            lines.push(line[start..].to_owned());
+        }
+        lines.reverse();
+        lines
+    }
+
+    fn end(&self) {
+        self.ended.send_replace(true);
+    }
+
+    /// Completes when the server's stderr has ended (it exited, or closed the pipe), so
+    /// that every line it wrote is kept.
+    pub async fn ended(&self) {
+        let mut ended = self.ended.subscribe();
+        let _ = ended.wait_for(|ended| *ended).await;
     }
 }
 
@@ -297,6 +350,7 @@ async fn forward_stderr(
             tracing::info!(target: "agent_mcp::server", server = %server, "{text}");
         }
     }
+    tail.end();
 }
 
 /// Reads the next stderr line into `line` (without its newline), keeping at most
@@ -494,5 +548,27 @@ mod tests {
         let text = tail.text();
         assert_eq!(text.len(), STDERR_TAIL_BYTES);
         assert!(text.ends_with("end\n"));
+    }
+
+    #[test]
+    fn an_error_quotes_the_last_lines_within_its_bounds() {
+        let tail = StderrTail::default();
+        for n in 0..30 {
+            tail.push(format!("line {n}").as_bytes());
+        }
+        tail.push(b"");
+        let lines = tail.last_lines();
+        assert_eq!(lines.len(), STDERR_QUOTED_LINES);
+        assert_eq!(lines.first().map(String::as_str), Some("line 10"));
+        assert_eq!(lines.last().map(String::as_str), Some("line 29"));
+
+        let tail = StderrTail::default();
+        tail.push(b"first");
+        tail.push(&vec![b'x'; 2 * STDERR_QUOTED_BYTES]);
+        let lines = tail.last_lines();
+        assert_eq!(
+            lines,
+            [String::from_utf8(vec![b'x'; STDERR_QUOTED_BYTES]).unwrap()]
+        );
     }
 }

@@ -12,11 +12,11 @@
 //! hands every other model to an optional fallback provider, so a real graph can serve the
 //! fixture next to its own definitions.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_authority::{Store, StoreOptions};
+use agent_authority::{AuthorityError, Store, StoreOptions, diagnose_directory};
 use agent_core::agent::{AgentDefinition, AgentDefinitionError, Engine};
 use agent_core::bean;
 use agent_core::model::{
@@ -134,32 +134,55 @@ impl ModelProvider for FixtureProvider {
     }
 }
 
-/// Why a fixture host could not be built.
+/// Why a run host (the fixture's, or one [`run_host`] builds over other definitions) could
+/// not be built. The messages say "fixture" only for what only the fixture builds.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum FixtureError {
-    /// The graph or its definitions did not build.
+    /// The fixture graph or its definitions did not build.
     Definitions,
     /// The engine did not build.
     Engine,
     /// The run authority did not open.
-    Authority,
+    Authority {
+        /// The store directory it was asked to open.
+        directory: PathBuf,
+        /// The store's own error (which carries no path).
+        error: AuthorityError,
+    },
     /// The host's pieces refused their configuration.
     Host,
 }
 
 impl std::fmt::Display for FixtureError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            FixtureError::Definitions => "fixture definitions did not build",
-            FixtureError::Engine => "fixture engine did not build",
-            FixtureError::Authority => "fixture run authority did not open",
-            FixtureError::Host => "fixture run host did not build",
-        })
+        match self {
+            FixtureError::Definitions => f.write_str("the fixture definitions did not build"),
+            FixtureError::Engine => f.write_str("the engine did not build"),
+            FixtureError::Authority { directory, error } => {
+                match diagnose_directory(directory) {
+                    // The directory breaks a rule the store checks: say which, and the fix.
+                    Some(problem) => write!(f, "{problem}"),
+                    None => write!(
+                        f,
+                        "the run authority directory {} did not open: {error}",
+                        directory.display()
+                    ),
+                }
+            }
+            FixtureError::Host => f.write_str("the run host did not build"),
+        }
     }
 }
 
-impl std::error::Error for FixtureError {}
+impl std::error::Error for FixtureError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            FixtureError::Authority { error, .. } => Some(error),
+            _ => None,
+        }
+    }
+}
 
 /// The fixture's served set, from the composed graph.
 pub async fn definitions() -> Result<DefinitionSet, FixtureError> {
@@ -227,8 +250,12 @@ pub fn run_host(
     definitions: DefinitionSet,
     engine: impl FnOnce(Arc<PendingRouter>) -> Result<Engine, FixtureError>,
 ) -> Result<RunHost, FixtureError> {
-    let authority = Store::open(StoreOptions::new().directory(authority_dir))
-        .map_err(|_| FixtureError::Authority)?;
+    let authority = Store::open(StoreOptions::new().directory(authority_dir)).map_err(|error| {
+        FixtureError::Authority {
+            directory: authority_dir.to_owned(),
+            error,
+        }
+    })?;
     let pending = PendingRouter::new(PendingLimits::default()).map_err(|_| FixtureError::Host)?;
     let sessions = SessionStore::with_idle_after(root, options.sessions, options.idle_after)
         .map_err(|_| FixtureError::Host)?;

@@ -13,9 +13,9 @@ use agent_core::model::ModelProvider;
 use agent_core::tool::Definition;
 use agent_mcp::McpToolPlanSource;
 
+use crate::anthropic::{AnthropicConfig, AnthropicProvider};
 use crate::approval::ApprovalMode;
 use crate::offline::offline_provider;
-use crate::anthropic::{AnthropicConfig, AnthropicProvider};
 use crate::openai::{OpenAiConfig, OpenAiProvider};
 use crate::prompt::system_prompt;
 use crate::settings::{ModelSettings, ProviderKind};

@@ -61,7 +61,8 @@ const AFTER_HELP: &str = "Examples:
   RUST_LOG=agent_logging=debug agent --log-format json \"Summarize README.md\"
 
 Exit codes: 0 done, 1 failed, 2 usage, 3-9 run-authority refusals (see docs/coding-agent.md),
-10 not supported by this build, 130 cancelled (Ctrl-C).";
+10 not supported by this build, 11 --suspend found no turn boundary (nothing written),
+130 cancelled (Ctrl-C).";
 
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -139,7 +140,8 @@ pub struct TaskArgs {
     /// Verifies the snapshot in FILE and continues its run (exactly once).
     #[arg(long, value_name = "FILE")]
     pub resume: Option<PathBuf>,
-    /// The run authority's directory (default under the user's state directory).
+    /// The run authority's directory (default `$AGENT_AUTHORITY_DIR`, else under the user's
+    /// state directory).
     #[arg(long, value_name = "DIR")]
     pub authority: Option<PathBuf>,
     /// Which model the run uses.

@@ -8,6 +8,10 @@ pub const EXIT_USAGE: u8 = 2;
 /// The exit code of a subcommand this build cannot run yet.
 pub const EXIT_UNSUPPORTED: u8 = 10;
 
+/// The exit code of `--suspend` when the run completed before its first turn boundary, so
+/// that there was nothing to suspend and no snapshot was written.
+pub const EXIT_NOTHING_SUSPENDED: u8 = 11;
+
 /// The exit code of a run cancelled by Ctrl-C.
 pub const EXIT_CANCELLED: u8 = 130;
 
@@ -89,5 +93,14 @@ impl CliError {
             CliError::Daemon(_) => 1,
             CliError::Usage(_) => EXIT_USAGE,
         }
+    }
+}
+
+/// The message of a graph that did not assemble: the failing part's own error, without the
+/// composition's wording (which names beans, a word for the program's authors).
+pub fn assembly_failure(error: &agent_core::compose::BuildError) -> String {
+    match std::error::Error::source(error) {
+        Some(cause) => format!("could not assemble the agent: {cause}"),
+        None => format!("could not assemble the agent: {error}"),
     }
 }

@@ -1,6 +1,7 @@
 //! The `agent` command line: its clap definition ([`args`]), the log subscriber
-//! ([`logs`]), the spinner ([`progress`]), the daemon subcommands ([`daemon`]) and the
-//! typed errors ([`error`]). The one-shot run itself lives in the binary.
+//! ([`logs`]), the spinner ([`progress`]), the daemon subcommands ([`daemon`]), snapshot
+//! files and the authority's directory ([`snapshot`]) and the typed errors ([`error`]).
+//! The one-shot run itself lives in the binary.
 
 pub mod args;
 pub mod daemon;
@@ -9,10 +10,13 @@ pub mod logs;
 pub mod output;
 pub mod progress;
 pub mod render;
+pub mod snapshot;
 pub mod task;
 
 pub use args::{Command, DaemonRequest, Invocation, ParseOutcome, Parsed, USAGE, parse};
-pub use error::{CliError, DaemonCommand, EXIT_CANCELLED, EXIT_UNSUPPORTED, EXIT_USAGE};
+pub use error::{
+    CliError, DaemonCommand, EXIT_CANCELLED, EXIT_NOTHING_SUSPENDED, EXIT_UNSUPPORTED, EXIT_USAGE,
+};
 
 use std::process::ExitCode;
 

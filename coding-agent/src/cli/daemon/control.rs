@@ -1,6 +1,5 @@
 //! `agent suspend`, `agent resume`, `agent export` and `agent import`.
 
-use std::io::Write;
 use std::process::ExitCode;
 
 use agent_client as c;
@@ -8,6 +7,7 @@ use agent_client::Session as _;
 
 use crate::cli::args::{ExportArgs, ImportArgs, RunRef};
 use crate::cli::error::CliError;
+use crate::cli::snapshot::{self, SnapshotFile};
 
 use super::client::Endpoint;
 use super::{client_error, io_error, operation};
@@ -59,43 +59,53 @@ pub async fn resume(args: &RunRef) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `agent export RUN [-o FILE]`: writes the run's signed snapshot envelope to FILE (mode
-/// 0600) or stdout.
+/// `agent export RUN [-o FILE]`: writes the run's signed snapshot envelope, in the one
+/// snapshot format (the run authority's JSON envelope, as `--suspend` writes it), to FILE
+/// (mode 0600, atomically; checked before the daemon is asked) or stdout.
 pub async fn export(args: &ExportArgs) -> Result<ExitCode, CliError> {
+    let destination = match &args.output {
+        Some(file) => {
+            Some(SnapshotFile::reserve(file).map_err(|e| CliError::Usage(e.to_string()))?)
+        }
+        None => None,
+    };
     let endpoint = Endpoint::open()?;
     let (session, _) = endpoint.reconnect(&args.run.run).await?;
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let snapshot = session.export(run).await;
     session.close();
     let snapshot = snapshot.map_err(|e| client_error("export", &e))?;
-    match &args.output {
+    let json = snapshot::from_wire(snapshot.bytes()).ok_or_else(|| {
+        CliError::Daemon("export: the daemon's snapshot is not a signed envelope".to_owned())
+    })?;
+    match destination {
         Some(file) => {
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(file)
-                .map_err(|e| io_error(&file.display().to_string(), e))?;
-            out.write_all(snapshot.bytes())
-                .and_then(|()| out.sync_all())
-                .map_err(|e| io_error(&file.display().to_string(), e))?;
+            let shown = file.path().display().to_string();
+            file.commit(&json).map_err(|e| io_error(&shown, e))?;
         }
-        None => {
-            crate::cli::output::write_stdout(snapshot.bytes()).map_err(|e| io_error("stdout", e))?
-        }
+        None => crate::cli::output::write_stdout(&json).map_err(|e| io_error("stdout", e))?,
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `agent import FILE`: imports a signed snapshot envelope into the daemon as a suspended
-/// run (once: the run authority refuses a second import of the same snapshot), records it
-/// in the run index and prints its id.
+/// `agent import FILE`: imports a signed snapshot envelope (from `agent export` or
+/// `agent --suspend`) into the daemon as a suspended run (once: the run authority refuses a
+/// second import of the same snapshot), records it in the run index and prints its id.
 pub async fn import(args: &ImportArgs) -> Result<ExitCode, CliError> {
-    let bytes =
-        std::fs::read(&args.file).map_err(|e| io_error(&args.file.display().to_string(), e))?;
-    let snapshot = c::Snapshot::new(bytes).map_err(|e| io_error("snapshot", e))?;
+    let shown = args.file.display().to_string();
+    let bytes = std::fs::read(&args.file).map_err(|e| io_error(&shown, e))?;
+    let envelope = snapshot::decode_envelope(&bytes).map_err(|e| {
+        CliError::Daemon(format!(
+            "{shown}: {}",
+            agent_authority::AuthorityError::from(e)
+        ))
+    })?;
+    let wire = snapshot::to_wire(&envelope).ok_or_else(|| {
+        CliError::Daemon(format!(
+            "{shown}: the envelope cannot be sent to the daemon (its payload is not JSON)"
+        ))
+    })?;
+    let snapshot = c::Snapshot::new(wire).map_err(|e| io_error(&shown, e))?;
     let endpoint = Endpoint::open()?;
     let session = endpoint.attach_only(None).await?;
     let result = session.import(operation()?, snapshot).await;

@@ -1,7 +1,6 @@
 //! `agent serve`: the daemon in the foreground over the composed definitions, until a
 //! signal.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -14,22 +13,12 @@ use crate::cli::args::ServeArgs;
 use crate::cli::error::CliError;
 
 use super::{
-    AUTHORITY_DIR_ENV, CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, SHUTDOWN_DEADLINE,
-    ServeLimits, io_error, scope,
+    CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, SHUTDOWN_DEADLINE, ServeLimits, io_error, scope,
 };
 
 // ---------------------------------------------------------------------------------------
 // agent serve
 // ---------------------------------------------------------------------------------------
-
-fn authority_dir(args: &ServeArgs) -> Result<PathBuf, CliError> {
-    let dir = match (&args.authority, std::env::var_os(AUTHORITY_DIR_ENV)) {
-        (Some(dir), _) => dir.clone(),
-        (None, Some(dir)) if !dir.is_empty() => PathBuf::from(dir),
-        _ => agent_authority::default_directory().map_err(|e| io_error("run authority", e))?,
-    };
-    std::path::absolute(&dir).map_err(|e| io_error("run authority", e))
-}
 
 fn definitions(
     fixture: bool,
@@ -103,7 +92,8 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     limits.check_catalog(definitions.len())?;
     let stop = termination()?;
     let scope = scope()?;
-    let authority = authority_dir(args)?;
+    let authority = crate::cli::snapshot::authority_directory(args.authority.as_deref())
+        .map_err(|e| CliError::Daemon(e.to_string()))?;
     {
         use std::os::unix::fs::DirBuilderExt;
         // The authority refuses a directory others can read; create it private.
@@ -111,7 +101,12 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
             .recursive(true)
             .mode(0o700)
             .create(&authority)
-            .map_err(|e| io_error("run authority", e))?;
+            .map_err(|e| {
+                CliError::Daemon(format!(
+                    "the run authority directory {} could not be created: {e}",
+                    authority.display()
+                ))
+            })?;
     }
     if let Some(notice) = settings.offline_notice() {
         eprintln!("{notice}");
@@ -123,7 +118,7 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     };
     let app = CodingAgent::build_with(overrides)
         .await
-        .map_err(|e| io_error("could not assemble the agent", e))?;
+        .map_err(|e| CliError::Daemon(crate::cli::error::assembly_failure(&e)))?;
     let root = CancellationToken::new();
     let fixture = args.fixture;
     let host = agent_server::fixture::run_host(
@@ -148,7 +143,7 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
             .map_err(|_| agent_server::fixture::FixtureError::Engine)
         },
     )
-    .map_err(|e| io_error("run host", e))?;
+    .map_err(|e| CliError::Daemon(e.to_string()))?;
     let mut config = agent_server::DaemonConfig::new(scope, host, build_identity());
     config.server = Box::new(move |server| {
         server.maximum_sessions = limits.sessions;
