@@ -10,6 +10,7 @@ use agent_client::{EventStream as _, InteractionStream as _, Session as _};
 use agent_client_grpc::GrpcSession;
 
 use crate::approval::ApprovalMode;
+use crate::cli::approve::{Approver, Refusals, StdinApprover};
 use crate::cli::args::{AttachArgs, RunArgs};
 use crate::cli::error::{CliError, EXIT_CANCELLED};
 use crate::cli::progress::Spinner;
@@ -20,27 +21,19 @@ use super::{
     operation, random_token,
 };
 
-/// How the CLI answers the run's approval questions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answers {
-    /// Ask on the terminal (y/N).
-    Ask,
-    /// Approve all.
-    Approve,
-    /// Decline all.
-    Decline,
-}
-
-/// Answers the run's pending interactions until the stream ends.
-async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers: Answers) {
-    use tokio::io::AsyncBufReadExt;
+/// Answers the run's pending interactions until the stream ends
+/// (`crate::cli::approve`, as the one-shot form does).
+async fn answer_interactions(
+    session: Arc<GrpcSession>,
+    run: c::RunRef,
+    mut approver: StdinApprover,
+) {
     let Ok(mut stream) = session
         .interactions(c::InteractionStreamOptions { tail: true })
         .await
     else {
         return;
     };
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut answered = std::collections::BTreeSet::new();
     loop {
         let pending: Vec<c::PendingInteraction> = match stream.next().await {
@@ -57,22 +50,11 @@ async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers:
             if interaction.run() != &run || !answered.insert(interaction.id().clone()) {
                 continue;
             }
-            let approved = match answers {
-                Answers::Approve => true,
-                Answers::Decline => false,
-                Answers::Ask => {
-                    let _ = crate::cli::progress::write_stderr(
-                        format!("\n? {} [y/N] ", interaction.prompt()).as_bytes(),
-                    );
-                    matches!(
-                        lines.next_line().await,
-                        Ok(Some(line)) if matches!(line.trim(), "y" | "Y" | "yes")
-                    )
-                }
-            };
-            let value = if approved { "true" } else { "false" };
+            let value = approver
+                .answer_on_terminal(interaction.id().as_str(), interaction.prompt())
+                .await;
             let (Ok(value), Ok(op)) = (
-                c::StructuredValue::parse(value.as_bytes().to_vec()),
+                c::StructuredValue::parse(value.to_string().into_bytes()),
                 operation(),
             ) else {
                 continue;
@@ -100,7 +82,7 @@ enum Ending {
 }
 
 /// Prints one event for a human (the one-shot form's rendering).
-fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
+fn render(event: &c::Event, spinner: &mut Spinner, refusals: &Refusals, out: &mut impl Write) {
     use c::EventDetail as D;
     let _ = match event.detail() {
         D::ModelStarted { .. } => {
@@ -113,9 +95,11 @@ fn render(event: &c::Event, spinner: &mut Spinner, out: &mut impl Write) {
             Ok(())
         }
         D::ToolStarted { call_id, name } => write!(out, "\n  -> {name} ({call_id})"),
-        D::ToolTerminal(t) => match t.outcome() {
-            c::ToolOutcome::Completed => writeln!(out, " ok"),
-            _ => writeln!(out, " refused or failed (the model was told)"),
+        // The wire does not tell a refusal from a success: what was refused here is known.
+        D::ToolTerminal(t) => match (refusals.take(t.call_id()), t.outcome()) {
+            (Some(refused), _) => writeln!(out, " {refused}"),
+            (None, c::ToolOutcome::Completed) => writeln!(out, " ok"),
+            (None, _) => writeln!(out, " refused or failed (the model was told)"),
         },
         D::ModelFailed(f) => {
             spinner.stop();
@@ -158,6 +142,7 @@ async fn follow(
     run: &c::RunRef,
     mut after: u64,
     json: bool,
+    refusals: &Refusals,
     (mut interrupt, on_interrupt): (tokio::signal::unix::Signal, OnInterrupt),
 ) -> Result<Ending, CliError> {
     let limits = *session.connection().limits();
@@ -223,7 +208,7 @@ async fn follow(
                         if json {
                             let _ = writeln!(out, "{}", event_json(&event));
                         } else {
-                            render(&event, &mut spinner, &mut out);
+                            render(&event, &mut spinner, refusals, &mut out);
                         }
                     }
                     if is_run_terminal(&event) {
@@ -397,17 +382,15 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     )?;
     eprintln!("agent: run {run} in the daemon");
     let session = Arc::new(session);
-    let answers = match args.task.mode() {
-        ApprovalMode::Ask => Answers::Ask,
-        ApprovalMode::ApproveAll => Answers::Approve,
-        ApprovalMode::ReadOnly => Answers::Decline,
-    };
-    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), answers));
+    let refusals = Refusals::default();
+    let approver = Approver::stdin(args.task.mode(), refusals.clone());
+    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), approver));
     let ending = follow(
         &session,
         &run,
         0,
         args.task.json,
+        &refusals,
         (interrupted, OnInterrupt::Cancel),
     )
     .await;
@@ -435,16 +418,15 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         .map_err(|e| io_error("run index", e))?;
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let session = Arc::new(session);
-    let answering = tokio::spawn(answer_interactions(
-        session.clone(),
-        run.clone(),
-        Answers::Ask,
-    ));
+    let refusals = Refusals::default();
+    let approver = Approver::stdin(ApprovalMode::Ask, refusals.clone());
+    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), approver));
     let ending = follow(
         &session,
         &run,
         args.from,
         false,
+        &refusals,
         (interrupted, OnInterrupt::Detach),
     )
     .await;
