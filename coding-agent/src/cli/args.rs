@@ -29,7 +29,7 @@ const LONG_ABOUT: &str = "A small coding agent: it reads, searches and (with you
 files of one workspace, streaming the model's answer, each tool call and a summary line.
 
 `agent \"task\"` (or `agent run \"task\"`) runs one task in this process. Mutating tool calls are \
-approved on the terminal (y/N) unless --yes approves all or --read-only refuses all; Ctrl-C cancels \
+approved on the terminal (y, n, or a for always in this run) unless --yes approves all or --read-only refuses all; Ctrl-C cancels \
 the run (exit code 130). --suspend FILE stops after the first completed turn and writes a signed \
 snapshot; --resume FILE continues it, exactly once, through the per-user run authority.
 

@@ -1,8 +1,10 @@
 //! The `agent` command line: its clap definition ([`args`]), the log subscriber
-//! ([`logs`]), the spinner ([`progress`]), the daemon subcommands ([`daemon`]), snapshot
-//! files and the authority's directory ([`snapshot`]) and the typed errors ([`error`]).
-//! The one-shot run itself lives in the binary.
+//! ([`logs`]), the spinner ([`progress`]), approval prompts on the terminal ([`approve`]),
+//! the daemon subcommands ([`daemon`]), snapshot files and the authority's directory
+//! ([`snapshot`]) and the typed errors ([`error`]). The one-shot run itself lives in the
+//! binary.
 
+pub mod approve;
 pub mod args;
 pub mod daemon;
 pub mod error;

@@ -1,6 +1,7 @@
 //! The spinner while the model thinks: an `indicatif` bar on stderr that hides itself when
 //! stderr is not a terminal, and that is cleared before any streamed text is written, so
-//! the two never interleave.
+//! the two never interleave. A prompt on the terminal holds it ([`hold`]): cleared and
+//! still while the user reads and answers, spinning again afterwards.
 
 use std::io::Write;
 use std::sync::{Mutex, PoisonError};
@@ -15,12 +16,63 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// write ([`write_stderr`]), so a log line never lands in the middle of a frame.
 static ACTIVE: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
-/// Writes `bytes` to stderr with the active spinner (if any) cleared for the write.
-pub fn write_stderr(bytes: &[u8]) -> std::io::Result<()> {
+/// How many [`Hold`]s are alive: while any is, no spinner draws.
+static HELD: Mutex<usize> = Mutex::new(0);
+
+fn held() -> bool {
+    *HELD.lock().unwrap_or_else(PoisonError::into_inner) > 0
+}
+
+/// Keeps the spinner cleared and still until dropped (a prompt is on the terminal: a
+/// spinner redrawing its line would overwrite the question). See [`hold`].
+#[derive(Debug)]
+#[must_use = "the spinner spins again when the hold is dropped"]
+pub struct Hold(());
+
+/// Clears the active spinner (if any) and keeps every spinner from drawing until the
+/// returned [`Hold`] is dropped; then the spinner that is active by then spins again.
+pub fn hold() -> Hold {
+    *HELD.lock().unwrap_or_else(PoisonError::into_inner) += 1;
     let active = ACTIVE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
         .clone();
+    if let Some(bar) = active {
+        bar.disable_steady_tick();
+        bar.finish_and_clear();
+    }
+    Hold(())
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut count = HELD.lock().unwrap_or_else(PoisonError::into_inner);
+        *count = count.saturating_sub(1);
+        if *count > 0 {
+            return;
+        }
+        drop(count);
+        let active = ACTIVE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(bar) = active {
+            bar.reset();
+            bar.enable_steady_tick(TICK);
+        }
+    }
+}
+
+/// Writes `bytes` to stderr with the active spinner (if any) cleared for the write.
+pub fn write_stderr(bytes: &[u8]) -> std::io::Result<()> {
+    // A held spinner is not drawn: suspending it would draw it again after the write.
+    let active = match held() {
+        true => None,
+        false => ACTIVE
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone(),
+    };
     let write = || {
         let mut stderr = std::io::stderr().lock();
         stderr.write_all(bytes)?;
@@ -61,13 +113,16 @@ impl Spinner {
         }
     }
 
-    /// Starts spinning (idempotent).
+    /// Starts spinning (idempotent); while a [`Hold`] is alive it only becomes the active
+    /// spinner and starts drawing when the hold ends.
     pub fn start(&mut self) {
         if !self.spinning {
             self.spinning = true;
-            self.bar.reset();
-            self.bar.enable_steady_tick(TICK);
             *ACTIVE.lock().unwrap_or_else(PoisonError::into_inner) = Some(self.bar.clone());
+            if !held() {
+                self.bar.reset();
+                self.bar.enable_steady_tick(TICK);
+            }
         }
     }
 
@@ -90,6 +145,11 @@ impl Spinner {
             out.flush()
         })
     }
+
+    /// Whether the spinner is drawing (started, and not held).
+    pub fn is_drawing(&self) -> bool {
+        self.spinning && !held() && !self.bar.is_finished()
+    }
 }
 
 impl Drop for Spinner {
@@ -102,8 +162,12 @@ impl Drop for Spinner {
 mod tests {
     use super::*;
 
+    /// The spinner state is process-wide; these tests take turns.
+    static SERIAL: Mutex<()> = Mutex::new(());
+
     #[test]
     fn streamed_text_stops_the_spinner_and_is_written_whole() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
         let mut spinner = Spinner::with_target(ProgressDrawTarget::hidden());
         spinner.start();
         assert!(ACTIVE.lock().unwrap().is_some());
@@ -115,5 +179,25 @@ mod tests {
         spinner.start();
         drop(spinner);
         assert!(ACTIVE.lock().unwrap().is_none(), "stopped on drop");
+    }
+
+    /// A prompt holds the spinner: cleared and still while held (also one started during
+    /// the hold), spinning again once the hold ends.
+    #[test]
+    fn a_hold_keeps_the_spinner_still_until_it_ends() {
+        let _serial = SERIAL.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut spinner = Spinner::with_target(ProgressDrawTarget::hidden());
+        spinner.start();
+        assert!(spinner.is_drawing());
+        let held = hold();
+        assert!(!spinner.is_drawing(), "a held spinner is cleared");
+        let mut later = Spinner::with_target(ProgressDrawTarget::hidden());
+        later.start();
+        assert!(!later.is_drawing(), "a spinner started during a hold waits");
+        drop(held);
+        assert!(later.is_drawing(), "the active spinner spins again");
+        later.stop();
+        spinner.stop();
+        assert!(!spinner.is_drawing() && !later.is_drawing());
     }
 }

@@ -9,6 +9,7 @@ use agent_client::{EventStream as _, InteractionStream as _, Session as _};
 use agent_client_grpc::GrpcSession;
 
 use crate::approval::ApprovalMode;
+use crate::cli::approve::{Approver, Refusals, StdinApprover};
 use crate::cli::args::{AttachArgs, RunArgs};
 use crate::cli::error::{CliError, EXIT_CANCELLED};
 use crate::cli::output::{self, Stdout};
@@ -21,27 +22,19 @@ use super::{
     operation, random_token,
 };
 
-/// How the CLI answers the run's approval questions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Answers {
-    /// Ask on the terminal (y/N).
-    Ask,
-    /// Approve all.
-    Approve,
-    /// Decline all.
-    Decline,
-}
-
-/// Answers the run's pending interactions until the stream ends.
-async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers: Answers) {
-    use tokio::io::AsyncBufReadExt;
+/// Answers the run's pending interactions until the stream ends
+/// (`crate::cli::approve`, as the one-shot form does).
+async fn answer_interactions(
+    session: Arc<GrpcSession>,
+    run: c::RunRef,
+    mut approver: StdinApprover,
+) {
     let Ok(mut stream) = session
         .interactions(c::InteractionStreamOptions { tail: true })
         .await
     else {
         return;
     };
-    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
     let mut answered = std::collections::BTreeSet::new();
     loop {
         let pending: Vec<c::PendingInteraction> = match stream.next().await {
@@ -58,22 +51,11 @@ async fn answer_interactions(session: Arc<GrpcSession>, run: c::RunRef, answers:
             if interaction.run() != &run || !answered.insert(interaction.id().clone()) {
                 continue;
             }
-            let approved = match answers {
-                Answers::Approve => true,
-                Answers::Decline => false,
-                Answers::Ask => {
-                    let _ = crate::cli::progress::write_stderr(
-                        format!("\n? {} [y/N] ", interaction.prompt()).as_bytes(),
-                    );
-                    matches!(
-                        lines.next_line().await,
-                        Ok(Some(line)) if matches!(line.trim(), "y" | "Y" | "yes")
-                    )
-                }
-            };
-            let value = if approved { "true" } else { "false" };
+            let value = approver
+                .answer_on_terminal(interaction.id().as_str(), interaction.prompt())
+                .await;
             let (Ok(value), Ok(op)) = (
-                c::StructuredValue::parse(value.as_bytes().to_vec()),
+                c::StructuredValue::parse(value.to_string().into_bytes()),
                 operation(),
             ) else {
                 continue;
@@ -101,8 +83,13 @@ enum Ending {
 }
 
 /// Prints one event for a human, through the one-shot form's renderer. The daemon's events
-/// carry no tool arguments or results, so a tool line says the name and the outcome.
-fn render(event: &c::Event, renderer: &mut Renderer<Stdout>) -> std::io::Result<()> {
+/// carry no tool arguments or results, so a tool line says the name and the outcome; what
+/// this client refused is known here (the wire does not tell a refusal from a success).
+fn render(
+    event: &c::Event,
+    renderer: &mut Renderer<Stdout>,
+    refusals: &Refusals,
+) -> std::io::Result<()> {
     use c::EventDetail as D;
     match event.detail() {
         D::ModelStarted { .. } => renderer.model_started(),
@@ -110,14 +97,17 @@ fn render(event: &c::Event, renderer: &mut Renderer<Stdout>) -> std::io::Result<
         // A model failure is said once, by the summary line.
         D::ModelCompleted { .. } | D::ModelFailed(_) => renderer.model_ended(),
         D::ToolTerminal(t) => {
-            let line = match (t.outcome(), t.problem()) {
-                (c::ToolOutcome::Completed, _) => ToolLine::from_event(t.name(), Tone::Ok, "ok"),
-                (_, Some(problem)) => ToolLine::from_event(
+            let line = match (refusals.take(t.call_id()), t.outcome(), t.problem()) {
+                (Some(refused), _, _) => ToolLine::from_event(t.name(), Tone::Refused, refused),
+                (None, c::ToolOutcome::Completed, _) => {
+                    ToolLine::from_event(t.name(), Tone::Ok, "ok")
+                }
+                (None, _, Some(problem)) => ToolLine::from_event(
                     t.name(),
                     Tone::Failed,
                     format!("failed: {}", bounded(problem, MAX_LINE_DETAIL_CHARS)),
                 ),
-                (_, None) => ToolLine::from_event(t.name(), Tone::Failed, "failed"),
+                (None, _, None) => ToolLine::from_event(t.name(), Tone::Failed, "failed"),
             };
             renderer.tool(&line)?;
         }
@@ -200,6 +190,7 @@ async fn follow(
     run: &c::RunRef,
     mut after: u64,
     json: bool,
+    refusals: &Refusals,
     (mut interrupt, on_interrupt): (tokio::signal::unix::Signal, OnInterrupt),
 ) -> Result<Ending, CliError> {
     let limits = *session.connection().limits();
@@ -263,7 +254,7 @@ async fn follow(
                         let written = if json {
                             output::println(&event_json(&event))
                         } else {
-                            render(&event, &mut renderer)
+                            render(&event, &mut renderer, refusals)
                         };
                         // Nobody reads stdout any more: stop following (the run goes on
                         // in the daemon; `main` ends quietly).
@@ -447,17 +438,15 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
     )?;
     output::eprintln(&format!("agent: run {run} in the daemon"));
     let session = Arc::new(session);
-    let answers = match args.task.mode() {
-        ApprovalMode::Ask => Answers::Ask,
-        ApprovalMode::ApproveAll => Answers::Approve,
-        ApprovalMode::ReadOnly => Answers::Decline,
-    };
-    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), answers));
+    let refusals = Refusals::default();
+    let approver = Approver::stdin(args.task.mode(), refusals.clone());
+    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), approver));
     let ending = follow(
         &session,
         &run,
         0,
         args.task.json,
+        &refusals,
         (interrupted, OnInterrupt::Cancel),
     )
     .await;
@@ -485,16 +474,15 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         .map_err(|e| io_error("run index", e))?;
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let session = Arc::new(session);
-    let answering = tokio::spawn(answer_interactions(
-        session.clone(),
-        run.clone(),
-        Answers::Ask,
-    ));
+    let refusals = Refusals::default();
+    let approver = Approver::stdin(ApprovalMode::Ask, refusals.clone());
+    let answering = tokio::spawn(answer_interactions(session.clone(), run.clone(), approver));
     let ending = follow(
         &session,
         &run,
         args.from,
         false,
+        &refusals,
         (interrupted, OnInterrupt::Detach),
     )
     .await;
