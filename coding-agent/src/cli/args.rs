@@ -147,6 +147,9 @@ pub struct TaskArgs {
     /// Which model the run uses.
     #[command(flatten)]
     pub model: ModelArgs,
+    /// Continues this workspace's last conversation (its earlier turns are sent again).
+    #[arg(short = 'c', long = "continue", conflicts_with_all = ["suspend", "resume"])]
+    pub continue_last: bool,
     /// Reads the task from FILE (at most 1 MiB).
     #[arg(long, value_name = "FILE")]
     pub file: Option<PathBuf>,

@@ -12,6 +12,7 @@ pub mod logs;
 pub mod output;
 pub mod progress;
 pub mod render;
+pub mod session;
 pub mod snapshot;
 pub mod task;
 

@@ -381,6 +381,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         (task.suspend.is_some(), "--suspend"),
         (task.resume.is_some(), "--resume"),
         (task.authority.is_some(), "--authority"),
+        (task.continue_last, "--continue"),
         (
             task.max_turns != crate::cli::args::DEFAULT_MAX_TURNS,
             "--max-turns",
