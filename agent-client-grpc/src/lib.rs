@@ -50,5 +50,6 @@ pub use connector::{
     RECONNECT_WAITERS_RESOURCE,
 };
 pub use session::{
-    AUTHORIZATION_HEADER, GrpcEventStream, GrpcInteractionStream, GrpcSession, STREAM_BUFFER_FRAMES,
+    AUTHORIZATION_HEADER, GrpcEventStream, GrpcInteractionStream, GrpcSession,
+    STREAM_BUFFER_FRAMES, WORKSPACE_METADATA,
 };

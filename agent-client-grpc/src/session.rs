@@ -18,7 +18,7 @@ use agent_protocol::stream::{
 };
 use prost::Message as _;
 use tokio::sync::{mpsc, watch};
-use tonic::metadata::{Ascii, MetadataValue};
+use tonic::metadata::{Ascii, Binary, MetadataValue};
 use tonic::transport::Channel;
 
 use crate::convert::{self, protocol};
@@ -29,6 +29,10 @@ pub const STREAM_BUFFER_FRAMES: usize = 16;
 
 /// The metadata key of the bearer credential.
 pub const AUTHORIZATION_HEADER: &str = "authorization";
+
+/// The metadata key (binary) under which [`GrpcSession::start_in_workspace`] names the
+/// run's workspace; this project's daemon checks it (`agent_server::WORKSPACE_METADATA`).
+pub const WORKSPACE_METADATA: &str = "agent-workspace-bin";
 
 /// What every session of one connector shares with it: the channel, the credential and the
 /// live local session per client id (the connector fences the prior one on reconnect). It is
@@ -178,10 +182,14 @@ fn unary_outcome(
 
 macro_rules! mutation {
     ($self:ident, $rpc:ident, $req:expr, $op:expr, $kind:literal, $validate:path) => {{
+        let request = $self.shared.request($req);
+        mutation!(@request $self, $rpc, request, $op, $kind, $validate)
+    }};
+    (@request $self:ident, $rpc:ident, $request:expr, $op:expr, $kind:literal, $validate:path) => {{
         let shared = &$self.shared;
         shared.check_open()?;
         let op: &c::OperationId = $op;
-        let response = match shared.client().$rpc(shared.request($req)).await {
+        let response = match shared.client().$rpc($request).await {
             Ok(r) => r.into_inner(),
             Err(status) => return Err(mutation_transport_error(&status, op, $kind)),
         };
@@ -199,15 +207,29 @@ macro_rules! mutation {
     }};
 }
 
-impl c::Session for GrpcSession {
-    type Events = GrpcEventStream;
-    type Interactions = GrpcInteractionStream;
-
-    fn connection(&self) -> &c::Connection {
-        &self.shared.connection
+impl GrpcSession {
+    /// [`c::Session::start`], naming the directory the run should work in: the path's
+    /// bytes go under the [`WORKSPACE_METADATA`] key beside the unchanged StartRun message.
+    /// This project's daemon refuses (CONFLICT) a run for another directory than its own;
+    /// a daemon that does not know the key ignores it.
+    pub async fn start_in_workspace(
+        &self,
+        request: c::StartRequest,
+        workspace: &std::path::Path,
+    ) -> Result<c::StartResult, c::Error> {
+        use std::os::unix::ffi::OsStrExt;
+        self.start_with(
+            request,
+            Some(MetadataValue::from_bytes(workspace.as_os_str().as_bytes())),
+        )
+        .await
     }
 
-    async fn start(&self, request: c::StartRequest) -> Result<c::StartResult, c::Error> {
+    async fn start_with(
+        &self,
+        request: c::StartRequest,
+        workspace: Option<MetadataValue<Binary>>,
+    ) -> Result<c::StartResult, c::Error> {
         let input = pbe::Message {
             id: request.input.message_id().to_owned(),
             role: pbe::MessageRole::User as i32,
@@ -227,8 +249,13 @@ impl c::Session for GrpcSession {
             }),
             input: Some(input),
         };
+        let mut wire = self.shared.request(wire);
+        if let Some(workspace) = workspace {
+            wire.metadata_mut()
+                .insert_bin(WORKSPACE_METADATA, workspace);
+        }
         let r = mutation!(
-            self,
+            @request self,
             start_run,
             wire,
             &request.operation,
@@ -242,6 +269,19 @@ impl c::Session for GrpcSession {
             &r.plan_id,
         )
         .map_err(protocol)
+    }
+}
+
+impl c::Session for GrpcSession {
+    type Events = GrpcEventStream;
+    type Interactions = GrpcInteractionStream;
+
+    fn connection(&self) -> &c::Connection {
+        &self.shared.connection
+    }
+
+    async fn start(&self, request: c::StartRequest) -> Result<c::StartResult, c::Error> {
+        self.start_with(request, None).await
     }
 
     async fn events(

@@ -21,6 +21,7 @@ mod registry;
 pub mod server;
 mod service;
 pub mod status;
+mod workspace;
 
 pub use daemon::{Daemon, DaemonConfig, DaemonError};
 pub use registry::{
@@ -35,3 +36,4 @@ pub use service::{
     envelope_to_wire, event_to_wire, event_to_wire_with, model_operation_id, project_event,
     project_payload, rich_facts,
 };
+pub use workspace::{WORKSPACE_METADATA, workspace_refusal};

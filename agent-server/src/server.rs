@@ -86,6 +86,10 @@ pub struct ServerConfig {
     pub max_collection_items: u32,
     /// The peer uid every connection must have (the daemon's effective uid in production).
     pub expected_uid: u32,
+    /// The one workspace root this daemon's runs work in, if it has one: a StartRun whose
+    /// [`WORKSPACE_METADATA`](crate::WORKSPACE_METADATA) names another directory is refused
+    /// (a request without it, like the original client's, runs here). `None`: no check.
+    pub workspace: Option<std::path::PathBuf>,
 }
 
 impl ServerConfig {
@@ -108,6 +112,7 @@ impl ServerConfig {
             max_message_bytes: DEFAULT_MESSAGE_BYTES,
             max_collection_items: DEFAULT_COLLECTION_ITEMS,
             expected_uid: agent_endpoint::localipc::effective_uid(),
+            workspace: None,
         }
     }
 }
@@ -191,6 +196,7 @@ impl Server {
             range,
             tasks: TaskTracker::new(),
             open_streams: Arc::new(tokio::sync::watch::Sender::new(0)),
+            workspace: config.workspace,
         });
         let service = Service {
             shared: shared.clone(),

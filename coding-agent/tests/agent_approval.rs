@@ -295,7 +295,7 @@ fn assert_refused(sandbox: &Sandbox, (status, stdout, stderr): (ExitStatus, Stri
     assert!(status.success(), "{context}");
     assert_eq!(sandbox.note(1).as_deref(), Some("old 1\n"), "{context}");
     assert!(
-        stdout.contains("write_file (call-1) refused by you"),
+        stdout.contains("  -> write_file: refused by you"),
         "{context}"
     );
     assert!(!stdout.contains(" ok"), "{context}");
@@ -312,7 +312,11 @@ fn assert_always(sandbox: &Sandbox, (status, stdout, stderr): (ExitStatus, Strin
     assert_eq!(sandbox.note(1).as_deref(), Some("new 1\n"), "{context}");
     assert_eq!(sandbox.note(2).as_deref(), Some("new 2\n"), "{context}");
     assert_eq!(prompts(&stderr), 1, "asked once for the run: {context}");
-    assert!(stdout.contains("write_file (call-2) ok"), "{context}");
+    assert!(
+        stdout.contains("  -> write_file notes/2.txt: wrote 6 B")
+            || stdout.contains("  -> write_file: ok"),
+        "{context}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -333,7 +337,10 @@ fn one_shot_shows_the_diff_and_writes_after_y() {
         ),
         "{context}"
     );
-    assert!(stdout.contains("write_file (call-1) ok"), "{context}");
+    assert!(
+        stdout.contains("  -> write_file notes/1.txt: wrote 6 B"),
+        "{context}"
+    );
     // A piped answer is echoed after the question.
     assert!(stderr.contains("in this run: y\n"), "{context}");
 }
@@ -377,7 +384,7 @@ fn daemon_n_leaves_the_file_and_says_refused_by_you() {
     assert!(status.success(), "{context}");
     assert_eq!(sandbox.note(1).as_deref(), Some("old 1\n"), "{context}");
     assert!(
-        stdout.contains("write_file (call-1) refused by you"),
+        stdout.contains("  -> write_file: refused by you"),
         "{context}"
     );
     assert!(!stdout.contains(" ok"), "{context}");

@@ -269,7 +269,7 @@ fn daemon_subcommands_parse_and_fail_typed() {
     assert_eq!(out.code, Some(0), "{}", out.stderr());
     assert!(out.stdout.is_empty(), "{}", out.stdout);
     // One-shot options do not apply to a daemon run: a usage error before anything starts.
-    for flag in [&["--workspace", "."][..], &["--max-turns", "3"][..]] {
+    for flag in [&["--mcp-config", "mcp.json"][..], &["--max-turns", "3"][..]] {
         let mut args = vec!["run", "--daemon"];
         args.extend_from_slice(flag);
         args.push("task");

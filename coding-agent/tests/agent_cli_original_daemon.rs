@@ -439,7 +439,10 @@ fn attach_replays_after_the_sequence_and_follows_to_the_end() {
     let mut attached = sandbox.spawn(&["attach", "run-1", "--from", "4"]);
     let (status, _, err) = first.finish();
     assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("fenced"), "{err}");
+    assert!(
+        err.contains("agent: another attach took over run run-1 (this one detached)"),
+        "{err}"
+    );
     daemon.wait_tailing("run-1", DEADLINE);
     assert!(attached.running(), "it follows the open run");
     daemon.push("run-1", OPEN_RUN_END);

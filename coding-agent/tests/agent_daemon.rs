@@ -106,9 +106,14 @@ fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
 
 impl Proc {
     fn spawn(sandbox: &Sandbox, args: &[&str], env: &[(String, String)]) -> Proc {
+        Proc::spawn_in(&sandbox.path("ws"), args, env)
+    }
+
+    /// Like [`Proc::spawn`], in directory `dir`.
+    fn spawn_in(dir: &Path, args: &[&str], env: &[(String, String)]) -> Proc {
         let mut child = Command::new(AGENT)
             .args(args)
-            .current_dir(sandbox.path("ws"))
+            .current_dir(dir)
             .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env_remove("XDG_RUNTIME_DIR")
             .env_remove("AGENT_PROVIDER")
@@ -282,7 +287,12 @@ fn a_run_moves_between_daemons_through_a_signed_snapshot() {
     // The suspend reconnected as the run's owner: the streaming client was fenced.
     let (status, streamed, err) = client.finish();
     assert_eq!(status.code(), Some(1), "{err}");
-    assert!(err.contains("fenced"), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent: `agent suspend` took over run {run} (this one detached)"
+        )),
+        "{err}"
+    );
     assert!(run_terminals(&streamed).is_empty(), "{streamed}");
 
     let (code, _, err) = agent(&sandbox, "a", &["runs"]);
@@ -521,4 +531,235 @@ fn a_run_suspends_and_resumes_in_its_daemon() {
     assert!(out.contains("offline model"), "{out}");
     let (_, out, _) = agent(&sandbox, "a", &["runs"]);
     assert!(out.contains(&format!("{run}\tcompleted")), "{out}");
+}
+
+/// Runs an `agent` command in directory `dir` to its end: (exit code, stdout, stderr).
+fn agent_in(
+    sandbox: &Sandbox,
+    dir: &Path,
+    scope: &str,
+    args: &[&str],
+) -> (Option<i32>, String, String) {
+    let mut p = Proc::spawn_in(dir, args, &sandbox.env(scope, None));
+    let (status, out, err) = p.finish();
+    (status.code(), out, err)
+}
+
+/// A daemon serves one workspace: a run started from another directory is refused before
+/// anything starts, naming both directories, whether the CLI refuses it (it reads the
+/// daemon's root from `daemon.json`) or the daemon does (without that file); `--workspace`
+/// naming the daemon's directory runs there.
+#[test]
+fn a_run_from_another_directory_is_refused_naming_both() {
+    let sandbox = Sandbox::new("where");
+    let _daemon = serve(&sandbox, "a", None);
+    let other = sandbox.path("other");
+    std::fs::create_dir(&other).unwrap();
+    let daemon_root = std::fs::canonicalize(sandbox.path("ws")).unwrap();
+    let asked = std::fs::canonicalize(&other).unwrap();
+    let expected = format!(
+        "agent: this daemon works in {}; the run asks for {} — stop it with `agent daemon stop` or run from {}",
+        daemon_root.display(),
+        asked.display(),
+        daemon_root.display()
+    );
+    let text_run = ["run", "--daemon", "--definition", "00-fixture-text", "hi"];
+
+    let (code, out, err) = agent_in(&sandbox, &other, "a", &text_run);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(err.contains(&expected), "{err}");
+    assert!(!err.contains("in the daemon"), "nothing started: {err}");
+
+    // Without the state file the CLI cannot tell: the daemon refuses the start itself.
+    std::fs::remove_file(sandbox.scope("a").join("daemon.json")).unwrap();
+    let (code, out, err) = agent_in(&sandbox, &other, "a", &text_run);
+    assert_eq!(code, Some(1), "{out}\n{err}");
+    assert!(err.contains(&expected), "{err}");
+    assert!(!err.contains("in the daemon"), "nothing started: {err}");
+    let (code, out, err) = agent(&sandbox, "a", &["runs"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), "", "no run was started");
+
+    let root = daemon_root.to_str().unwrap();
+    let (code, out, err) = agent_in(
+        &sandbox,
+        &other,
+        "a",
+        &[
+            "run",
+            "--daemon",
+            "--workspace",
+            root,
+            "--json",
+            "--definition",
+            "00-fixture-text",
+            "hi",
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(run_terminals(&out), ["run.completed"]);
+}
+
+/// A daemon a client starts is announced (pid, workspace, a private log file), and `agent
+/// daemon status` and `agent daemon stop` find it, describe it and stop it; with none
+/// running both exit 3.
+#[test]
+fn a_started_daemon_is_announced_described_and_stopped() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new("announce");
+    let (code, out, err) = agent(
+        &sandbox,
+        "a",
+        &["run", "--daemon", "--yes", "--json", "say hello"],
+    );
+    let pid = published_pid(&sandbox.scope("a"));
+    let _daemon = Published(pid);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(run_terminals(&out), ["run.completed"], "{out}");
+    let pid = pid.expect("the started daemon publishes its pid");
+    let root = std::fs::canonicalize(sandbox.path("ws")).unwrap();
+    let log = sandbox.scope("a").join("daemon.log");
+    let announced = format!(
+        "agent: started a daemon (pid {pid}) for {}; its log is {}; stop it with `agent daemon stop`",
+        root.display(),
+        log.display()
+    );
+    assert!(err.contains(&announced), "{err}");
+    let mode = std::fs::metadata(&log).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600);
+    // A second client attaches to it: nothing is announced.
+    let (code, _, err) = agent(
+        &sandbox,
+        "a",
+        &["run", "--daemon", "--yes", "--json", "say hello"],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(!err.contains("started a daemon"), "{err}");
+
+    let (code, out, err) = agent(&sandbox, "a", &["daemon", "status"]);
+    assert_eq!(code, Some(0), "{err}");
+    for expected in [
+        format!("daemon: running (pid {pid})"),
+        format!("scope: {}", sandbox.scope("a").display()),
+        format!("workspace: {}", root.display()),
+        "protocol: 1.".to_owned(),
+        "active runs: ".to_owned(),
+        format!("log: {}", log.display()),
+    ] {
+        assert!(out.contains(&expected), "{expected}: {out}");
+    }
+
+    let (code, out, err) = agent(&sandbox, "a", &["daemon", "stop"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        out.contains(&format!("stopped the daemon (pid {pid})")),
+        "{out}"
+    );
+    assert_eq!(
+        published_pid(&sandbox.scope("a")),
+        None,
+        "its record is gone"
+    );
+    let (code, _, err) = agent(&sandbox, "a", &["daemon", "status"]);
+    assert_eq!(code, Some(3), "{err}");
+    assert!(err.contains("no local daemon is running"), "{err}");
+    let (code, _, err) = agent(&sandbox, "a", &["daemon", "stop"]);
+    assert_eq!(code, Some(3), "{err}");
+}
+
+/// A second `attach` takes the run over from the first, and both say so; `agent cancel`
+/// from another terminal ends the run (`cancelled: run RUN`, exit 0), and a second cancel
+/// says the run already ended.
+#[test]
+fn cancel_and_a_second_attach_say_what_they_did() {
+    let sandbox = Sandbox::new("cancel");
+    let _daemon = serve(&sandbox, "a", None);
+    let mut client = Proc::spawn(
+        &sandbox,
+        &[
+            "run",
+            "--daemon",
+            "--json",
+            "--definition",
+            "01-fixture-pending",
+            "wait",
+        ],
+        &sandbox.env("a", None),
+    );
+    let run = announced_run(&mut client);
+    client.stdout_line("\"model.started\"");
+
+    let mut first = Proc::spawn(&sandbox, &["attach", &run], &sandbox.env("a", None));
+    first.stderr_line("took over run");
+    let (status, _, err) = client.finish();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent: another attach took over run {run} (this one detached)"
+        )),
+        "{err}"
+    );
+
+    let mut second = Proc::spawn(&sandbox, &["attach", &run], &sandbox.env("a", None));
+    second.stderr_line(&format!("agent: took over run {run} from another client"));
+    let (status, _, err) = first.finish();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "agent: another attach took over run {run} (this one detached)"
+        )),
+        "{err}"
+    );
+
+    let (code, out, err) = agent(&sandbox, "a", &["cancel", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), format!("cancelled: run {run}"));
+    let (status, _, err) = second.finish();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!("`agent cancel` took over run {run}")),
+        "{err}"
+    );
+
+    let (code, out, err) = agent(&sandbox, "a", &["cancel", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), format!("run {run} already ended (cancelled)"));
+    let (_, out, _) = agent(&sandbox, "a", &["runs"]);
+    assert!(out.contains(&format!("{run}\tcancelled")), "{out}");
+}
+
+/// `agent suspend` of a run waiting on its model says what it waits for, gives up after
+/// `--timeout` with exit code 124, and leaves the run going (it can still be cancelled).
+#[test]
+fn a_suspend_that_reaches_no_boundary_gives_up_after_its_timeout() {
+    let sandbox = Sandbox::new("suswait");
+    let _daemon = serve(&sandbox, "a", None);
+    let mut client = Proc::spawn(
+        &sandbox,
+        &[
+            "run",
+            "--daemon",
+            "--json",
+            "--definition",
+            "01-fixture-pending",
+            "wait",
+        ],
+        &sandbox.env("a", None),
+    );
+    let run = announced_run(&mut client);
+    client.stdout_line("\"model.started\"");
+
+    let (code, out, err) = agent(&sandbox, "a", &["suspend", "--timeout", "1", &run]);
+    assert_eq!(code, Some(124), "{out}\n{err}");
+    assert!(
+        err.contains(&format!("waiting for run {run} to reach a turn boundary…")),
+        "{err}"
+    );
+    assert!(err.contains("withdrawn"), "{err}");
+    assert!(!out.contains("suspended"), "{out}");
+
+    let (code, out, err) = agent(&sandbox, "a", &["cancel", &run]);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(out.trim(), format!("cancelled: run {run}"));
+    client.finish();
 }

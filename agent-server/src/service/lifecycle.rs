@@ -181,6 +181,8 @@ impl Service {
         request: Request<pb::StartRunRequest>,
     ) -> Reply<pb::StartRunResponse> {
         self.admit(&request)?;
+        let workspace =
+            crate::workspace::refusal(request.metadata(), self.shared.workspace.as_deref());
         let r = request.into_inner();
         let call = Call::mutation(&r.client_operation_id, MutationKind::Start);
         let client = (r.client_id.as_str(), r.ownership_epoch);
@@ -188,6 +190,11 @@ impl Service {
             Ok(entry) => entry,
             Err(failed) => return reply(failed),
         };
+        // Refused before the ledger: nothing starts, and the same operation id may run
+        // again from the right directory.
+        if let Some(refused) = workspace {
+            return reply(call.echo(refused));
+        }
         let Some(text) = single_text(r.input.as_ref()) else {
             return reply(call.echo(Violation::invalid(START_INPUT_MESSAGE).into_status()));
         };

@@ -96,6 +96,8 @@ pub(crate) struct Shared {
     pub(crate) tasks: tokio_util::task::TaskTracker,
     /// How many stream tasks run now (each holds its host observation and stream lease).
     pub(crate) open_streams: Arc<tokio::sync::watch::Sender<usize>>,
+    /// The workspace root StartRun checks its request's workspace against (our extension).
+    pub(crate) workspace: Option<std::path::PathBuf>,
 }
 
 /// Counts one stream task in [`Shared::open_streams`] until it drops, which the task makes

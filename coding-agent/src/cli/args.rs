@@ -13,11 +13,12 @@ use crate::approval::ApprovalMode;
 /// the top of `--help`).
 pub const USAGE: &str = "usage: agent [--workspace DIR] [--mcp-config FILE] [--yes | --read-only] [--json] \
 [--max-turns N] [--suspend FILE | --resume FILE] [--authority DIR] \
-[--provider NAME] [--model NAME] [--system-prompt-file FILE] \"task\"
+[--provider NAME] [--model NAME] [--system-prompt-file FILE] [-c] \"task\"
        agent tools [--workspace DIR] [--mcp-config FILE] [--json]
        agent run [--daemon] [OPTIONS] \"task\"
        agent serve [--fixture] [--provider NAME] [--model NAME] [--system-prompt-file FILE]
-       agent runs | attach RUN [--from SEQ] | suspend RUN | resume RUN | export RUN [-o FILE] | import FILE
+       agent runs | attach RUN [--from SEQ] | suspend RUN [--timeout SECS] | resume RUN | cancel RUN
+       agent export RUN [-o FILE] | import FILE | daemon status | daemon stop
        every form also takes --log-format text|json, -v (repeatable) and -q; `agent --help` explains them";
 
 /// The turn limit when `--max-turns` is not given.
@@ -58,11 +59,13 @@ const AFTER_HELP: &str = "Examples:
   agent tools --mcp-config mcp.json
   agent serve                      (the local daemon, in the foreground)
   agent run --daemon \"Summarize README.md\"  (attaches to it, or starts one)
+  agent daemon status              (is one running, where, with how many runs)
   RUST_LOG=agent_logging=debug agent --log-format json \"Summarize README.md\"
 
 Exit codes: 0 done, 1 failed, 2 usage, 3-9 run-authority refusals (see docs/coding-agent.md),
 10 not supported by this build, 11 --suspend found no turn boundary (nothing written),
-130 cancelled (Ctrl-C).";
+130 cancelled (Ctrl-C); `agent daemon status|stop`: 3 no daemon; `agent suspend`: 124 no turn
+boundary within --timeout.";
 
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
@@ -364,6 +367,43 @@ pub struct ImportArgs {
     pub file: PathBuf,
 }
 
+/// `agent suspend`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct SuspendArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunRef,
+    /// Gives up after SECS seconds if the run reaches no turn boundary (a run waiting on its
+    /// model or a tool reaches one only when that answers); the request is withdrawn and
+    /// the exit code is 124.
+    #[arg(long, value_name = "SECS", default_value_t = DEFAULT_SUSPEND_TIMEOUT_SECS, value_parser = parse_timeout)]
+    pub timeout: u64,
+}
+
+/// How long `agent suspend` waits for a turn boundary when `--timeout` is not given.
+pub const DEFAULT_SUSPEND_TIMEOUT_SECS: u64 = 30;
+
+fn parse_timeout(value: &str) -> Result<u64, String> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (1..=86_400).contains(n))
+        .ok_or_else(|| "needs a number of seconds from 1 to 86400".to_owned())
+}
+
+/// `agent daemon`'s actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Subcommand)]
+pub enum DaemonAction {
+    /// Says whether a daemon runs in this scope: its pid, scope, workspace, protocol and
+    /// active runs (exit code 0), or that none does (exit code 3).
+    #[command(after_help = "Example:\n  agent daemon status")]
+    Status,
+    /// Stops the daemon of this scope (SIGTERM to its pid; its runs stop, suspended ones
+    /// stay importable) and waits until it has exited (exit code 0; 3 when none runs).
+    #[command(after_help = "Example:\n  agent daemon stop")]
+    Stop,
+}
+
 /// The subcommands.
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
@@ -377,14 +417,28 @@ pub enum Command {
     Runs,
     /// Replays a daemon run's events from a sequence and follows it.
     Attach(AttachArgs),
-    /// Suspends a daemon run.
-    Suspend(RunRef),
+    /// Suspends a daemon run at its next turn boundary.
+    #[command(
+        after_help = "Example (the latest run of `agent runs`):\n  agent suspend --timeout 60 \"$(agent runs | tail -n 1 | cut -f 1)\"\n\nExit codes: 0 suspended, 1 failed, 124 no turn boundary within --timeout (the request is withdrawn)."
+    )]
+    Suspend(SuspendArgs),
     /// Resumes a suspended daemon run.
     Resume(RunRef),
     /// Exports a daemon run's signed snapshot.
     Export(ExportArgs),
     /// Imports a signed snapshot into the daemon.
     Import(ImportArgs),
+    /// Cancels a daemon run and waits for its end.
+    #[command(
+        after_help = "Example (the latest run of `agent runs`):\n  agent cancel \"$(agent runs | tail -n 1 | cut -f 1)\"\n\nPrints `cancelled: run RUN`, or `run RUN already ended (STATE)`; exit code 0 either way."
+    )]
+    Cancel(RunRef),
+    /// The local daemon itself: `status` or `stop`.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  agent daemon status\n  agent daemon stop"
+    )]
+    Daemon(DaemonAction),
 }
 
 /// The whole command line.
@@ -423,13 +477,17 @@ pub enum DaemonRequest {
     /// `agent attach`.
     Attach(AttachArgs),
     /// `agent suspend`.
-    Suspend(RunRef),
+    Suspend(SuspendArgs),
     /// `agent resume`.
     Resume(RunRef),
     /// `agent export`.
     Export(ExportArgs),
     /// `agent import`.
     Import(ImportArgs),
+    /// `agent cancel`.
+    Cancel(RunRef),
+    /// `agent daemon status|stop`.
+    Daemon(DaemonAction),
 }
 
 /// What to do, after parsing and validation.
@@ -510,6 +568,8 @@ where
         Some(Command::Resume(args)) => Invocation::Daemon(DaemonRequest::Resume(args)),
         Some(Command::Export(args)) => Invocation::Daemon(DaemonRequest::Export(args)),
         Some(Command::Import(args)) => Invocation::Daemon(DaemonRequest::Import(args)),
+        Some(Command::Cancel(args)) => Invocation::Daemon(DaemonRequest::Cancel(args)),
+        Some(Command::Daemon(action)) => Invocation::Daemon(DaemonRequest::Daemon(action)),
     };
     Ok(Parsed {
         global: cli.global,
@@ -554,6 +614,15 @@ fn outcome(error: clap::Error) -> ParseOutcome {
             _ => first_line(&error),
         },
         ErrorKind::InvalidSubcommand => format!("unknown subcommand {}", arg()),
+        // `agent daemon` without its action.
+        ErrorKind::MissingSubcommand | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            match error.get(ContextKind::ValidSubcommand) {
+                Some(ContextValue::Strings(names)) => {
+                    format!("a subcommand is required: {}", names.join(" or "))
+                }
+                _ => "a subcommand is required: status or stop".to_owned(),
+            }
+        }
         _ => first_line(&error),
     };
     ParseOutcome::Usage(message)
@@ -620,6 +689,10 @@ mod tests {
         }
         assert!(usage(&["attach"]).contains("RUN"), "{}", usage(&["attach"]));
         assert_eq!(usage(&["tools", "--yes"]), "unknown option --yes");
+        assert_eq!(
+            usage(&["daemon"]),
+            "a subcommand is required: status or stop"
+        );
     }
 
     #[test]
@@ -673,8 +746,24 @@ mod tests {
         };
         assert_eq!((attach.run.run.as_str(), attach.from), ("r1", 7));
         assert!(
-            matches!(daemon(&["suspend", "r1"]), DaemonRequest::Suspend(RunRef { run }) if run == "r1")
+            matches!(daemon(&["suspend", "r1"]), DaemonRequest::Suspend(SuspendArgs { run: RunRef { run }, timeout }) if run == "r1" && timeout == DEFAULT_SUSPEND_TIMEOUT_SECS)
         );
+        assert!(matches!(
+            daemon(&["suspend", "--timeout", "5", "r1"]),
+            DaemonRequest::Suspend(SuspendArgs { timeout: 5, .. })
+        ));
+        assert!(usage(&["suspend", "--timeout", "0", "r1"]).contains("--timeout"));
+        assert!(
+            matches!(daemon(&["cancel", "r1"]), DaemonRequest::Cancel(RunRef { run }) if run == "r1")
+        );
+        assert!(matches!(
+            daemon(&["daemon", "status"]),
+            DaemonRequest::Daemon(DaemonAction::Status)
+        ));
+        assert!(matches!(
+            daemon(&["daemon", "stop"]),
+            DaemonRequest::Daemon(DaemonAction::Stop)
+        ));
         assert!(
             matches!(daemon(&["resume", "r1"]), DaemonRequest::Resume(RunRef { run }) if run == "r1")
         );
@@ -721,6 +810,22 @@ mod tests {
                 matches!(parse(args.iter().copied()), Err(ParseOutcome::Info(_))),
                 "{args:?}"
             );
+        }
+        // Each daemon subcommand's help shows one example that works as written.
+        for (args, example) in [
+            (&["cancel", "--help"][..], "agent cancel \"$(agent runs"),
+            (
+                &["suspend", "--help"][..],
+                "agent suspend --timeout 60 \"$(agent runs",
+            ),
+            (&["daemon", "--help"][..], "agent daemon status"),
+            (&["daemon", "status", "--help"][..], "agent daemon status"),
+            (&["daemon", "stop", "--help"][..], "agent daemon stop"),
+        ] {
+            let Err(ParseOutcome::Info(help)) = parse(args.iter().copied()) else {
+                panic!("{args:?}")
+            };
+            assert!(help.contains(example), "{args:?}:\n{help}");
         }
         let Err(ParseOutcome::Info(help)) = parse(["--help"]) else {
             panic!("help")

@@ -15,6 +15,12 @@ pub const EXIT_NOTHING_SUSPENDED: u8 = 11;
 /// The exit code of a run cancelled by Ctrl-C.
 pub const EXIT_CANCELLED: u8 = 130;
 
+/// The exit code of `agent daemon status` and `agent daemon stop` when no daemon runs.
+pub const EXIT_NO_DAEMON: u8 = 3;
+
+/// The exit code of a wait that gave up (`agent suspend --timeout`), as `timeout(1)` uses.
+pub const EXIT_TIMED_OUT: u8 = 124;
+
 /// A subcommand that talks to the local daemon.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -35,6 +41,10 @@ pub enum DaemonCommand {
     Export,
     /// `agent import`.
     Import,
+    /// `agent cancel`.
+    Cancel,
+    /// `agent daemon status|stop`.
+    Daemon,
 }
 
 impl DaemonCommand {
@@ -49,6 +59,8 @@ impl DaemonCommand {
             DaemonCommand::Resume => "resume",
             DaemonCommand::Export => "export",
             DaemonCommand::Import => "import",
+            DaemonCommand::Cancel => "cancel",
+            DaemonCommand::Daemon => "daemon",
         }
     }
 }
@@ -76,6 +88,12 @@ pub enum CliError {
     /// An option that does not apply to the subcommand (exit code 2).
     #[error("{0}")]
     Usage(String),
+    /// No daemon runs in this scope (`agent daemon status|stop`; exit code 3).
+    #[error("{0}")]
+    NoDaemon(String),
+    /// A bounded wait gave up and its request was withdrawn (exit code 124).
+    #[error("{0}")]
+    TimedOut(String),
 }
 
 impl CliError {
@@ -92,6 +110,8 @@ impl CliError {
             CliError::Logs(_) => EXIT_USAGE,
             CliError::Daemon(_) => 1,
             CliError::Usage(_) => EXIT_USAGE,
+            CliError::NoDaemon(_) => EXIT_NO_DAEMON,
+            CliError::TimedOut(_) => EXIT_TIMED_OUT,
         }
     }
 }

@@ -18,7 +18,8 @@ pub mod task;
 
 pub use args::{Command, DaemonRequest, Invocation, ParseOutcome, Parsed, USAGE, parse};
 pub use error::{
-    CliError, DaemonCommand, EXIT_CANCELLED, EXIT_NOTHING_SUSPENDED, EXIT_UNSUPPORTED, EXIT_USAGE,
+    CliError, DaemonCommand, EXIT_CANCELLED, EXIT_NO_DAEMON, EXIT_NOTHING_SUSPENDED,
+    EXIT_TIMED_OUT, EXIT_UNSUPPORTED, EXIT_USAGE,
 };
 
 use std::process::ExitCode;
@@ -34,5 +35,8 @@ pub async fn run_daemon_request(request: &DaemonRequest) -> Result<ExitCode, Cli
         DaemonRequest::Resume(args) => daemon::resume(args).await,
         DaemonRequest::Export(args) => daemon::export(args).await,
         DaemonRequest::Import(args) => daemon::import(args).await,
+        DaemonRequest::Cancel(args) => daemon::cancel(args).await,
+        DaemonRequest::Daemon(args::DaemonAction::Status) => daemon::status().await,
+        DaemonRequest::Daemon(args::DaemonAction::Stop) => daemon::stop().await,
     }
 }

@@ -2,7 +2,7 @@
 //! background, the Initialize request, and the `Endpoint` that connects and reconnects.
 
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use agent_client as c;
@@ -15,6 +15,7 @@ use agent_client_grpc::{GrpcSession, new_attempt_id};
 use agent_endpoint::{Store, UserScope};
 
 use super::index::{RunEntry, RunIndex};
+use super::state::DaemonState;
 use crate::cli::error::CliError;
 
 use super::{
@@ -63,17 +64,34 @@ impl Candidate for ServeProcess {
 /// process group (a terminal's Ctrl-C to the CLI does not reach it), stdin and stdout
 /// closed, stderr appended to [`DAEMON_LOG`] in the scope directory. The environment is
 /// inherited, so `AGENT_SCOPE_DIR` and `AGENT_AUTHORITY_DIR` reach it.
+///
+/// The daemon works in `workspace` (its current directory), and the pid of the process it
+/// launched is kept for [`launched`](ProcessStarter::launched), so the CLI can announce it.
 #[derive(Debug, Clone)]
 pub struct ProcessStarter {
     scope_dir: PathBuf,
+    workspace: PathBuf,
+    launched: Arc<Mutex<Option<u32>>>,
 }
 
 impl ProcessStarter {
-    /// A starter for the daemon of `scope_dir`.
-    pub fn new(scope_dir: &Path) -> ProcessStarter {
+    /// A starter for the daemon of `scope_dir`, working in `workspace`.
+    pub fn new(scope_dir: &Path, workspace: &Path) -> ProcessStarter {
         ProcessStarter {
             scope_dir: scope_dir.to_path_buf(),
+            workspace: workspace.to_path_buf(),
+            launched: Arc::default(),
         }
+    }
+
+    /// The pid of the daemon this starter launched, if it launched one.
+    pub fn launched(&self) -> Option<u32> {
+        *self.launched.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The log file of a daemon it launches.
+    pub fn log_path(&self) -> PathBuf {
+        self.scope_dir.join(DAEMON_LOG)
     }
 }
 
@@ -84,14 +102,19 @@ impl Starter for ProcessStarter {
         use std::os::unix::fs::OpenOptionsExt;
         use std::os::unix::process::CommandExt;
         let exe = std::env::current_exe().map_err(|_| ManagedError::Start)?;
+        use std::os::unix::fs::PermissionsExt;
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .mode(0o600)
-            .open(self.scope_dir.join(DAEMON_LOG))
+            .open(self.log_path())
+            .map_err(|_| ManagedError::Start)?;
+        // A log left by an older build may be wider; the daemon's log is the user's only.
+        log.set_permissions(std::fs::Permissions::from_mode(0o600))
             .map_err(|_| ManagedError::Start)?;
         let child = std::process::Command::new(exe)
             .arg("serve")
+            .current_dir(&self.workspace)
             .env(SCOPE_DIR_ENV, &self.scope_dir)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
@@ -99,6 +122,7 @@ impl Starter for ProcessStarter {
             .process_group(0)
             .spawn()
             .map_err(|_| ManagedError::Start)?;
+        *self.launched.lock().unwrap_or_else(PoisonError::into_inner) = Some(child.id());
         Ok(ServeProcess {
             child: Mutex::new(child),
         })
@@ -172,16 +196,48 @@ impl Endpoint {
         })
     }
 
-    /// Attaches to the running daemon or starts one.
-    pub(super) fn managed(&self) -> Result<Managed, CliError> {
+    /// Attaches to the running daemon or starts one working in `workspace`; the starter
+    /// says whether it launched one.
+    pub(super) fn managed(&self, workspace: &Path) -> Result<(Managed, ProcessStarter), CliError> {
         let config = ManagedConfig::new(STARTUP_TIMEOUT, STARTUP_RETRY, None)
             .map_err(|e| io_error("managed connector", e))?;
-        Ok(ManagedConnector::new(
-            LocalDiscovery::new(self.store.clone()),
-            ProcessStarter::new(self.scope.dir()),
-            LocalStartupLock::new(self.store.clone()),
-            config,
+        let starter = ProcessStarter::new(self.scope.dir(), workspace);
+        Ok((
+            ManagedConnector::new(
+                LocalDiscovery::new(self.store.clone()),
+                starter.clone(),
+                LocalStartupLock::new(self.store.clone()),
+                config,
+            ),
+            starter,
         ))
+    }
+
+    /// The scope directory.
+    pub(super) fn scope_dir(&self) -> &Path {
+        self.scope.dir()
+    }
+
+    /// The live daemon's endpoint record (never starts one).
+    pub(super) fn live_record(&self) -> Result<agent_endpoint::Metadata, CliError> {
+        let deadline = std::time::Instant::now() + super::ATTACH_LOCK_TIMEOUT;
+        self.store.discover(deadline).map_err(|e| match e {
+            agent_endpoint::StoreError::NotFound => CliError::NoDaemon(format!(
+                "no local daemon is running (scope {})",
+                self.scope.dir().display()
+            )),
+            other => io_error("endpoint store", other),
+        })
+    }
+
+    /// The workspace the live daemon works in, when it says so (`daemon.json`, trusted
+    /// only while it names the live endpoint record's process).
+    pub(super) fn daemon_workspace(&self) -> Option<PathBuf> {
+        let record = self.live_record().ok()?;
+        let state = DaemonState::read(self.scope.dir())?;
+        (state.process_id == record.process_id)
+            .then(|| state.workspace_path())
+            .flatten()
     }
 
     /// A session with the running daemon (never starts one).
@@ -207,8 +263,18 @@ impl Endpoint {
     }
 
     /// Reconnects as the owner of `run`, records the new epoch, and returns the session
-    /// with the run's index entry.
-    pub(super) async fn reconnect(&self, run: &str) -> Result<(GrpcSession, RunEntry), CliError> {
+    /// with the run's index entry. `by` (the subcommand, e.g. `attach`) is recorded first,
+    /// so a process this fences can say who took the run over.
+    pub(super) async fn reconnect(
+        &self,
+        run: &str,
+        by: &str,
+    ) -> Result<(GrpcSession, RunEntry), CliError> {
+        let _ = self.index.update(|i| {
+            if let Some(entry) = i.runs.get_mut(run) {
+                entry.taken_over_by = Some(by.to_owned());
+            }
+        });
         let index = self.index.read().map_err(|e| io_error("run index", e))?;
         let (Some(entry), epoch) = (
             index.runs.get(run).cloned(),
@@ -254,6 +320,7 @@ impl Endpoint {
             definition: definition.to_owned(),
             recorded: now_secs(),
             state: state.to_owned(),
+            taken_over_by: None,
         };
         self.index
             .update(|i| {

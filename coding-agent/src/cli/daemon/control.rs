@@ -1,15 +1,16 @@
-//! `agent suspend`, `agent resume`, `agent export` and `agent import`.
+//! `agent suspend`, `agent resume`, `agent cancel`, `agent export` and `agent import`.
 
 use std::process::ExitCode;
 
 use agent_client as c;
 use agent_client::Session as _;
 
-use crate::cli::args::{ExportArgs, ImportArgs, RunRef};
+use crate::cli::args::{ExportArgs, ImportArgs, RunRef, SuspendArgs};
 use crate::cli::error::CliError;
 use crate::cli::snapshot::{self, SnapshotFile};
 
 use super::client::Endpoint;
+use super::run::terminal_state;
 use super::{client_error, io_error, operation};
 
 /// A line on stdout; a closed stdout ends the command quietly (see `crate::cli::output`).
@@ -17,24 +18,77 @@ fn println(line: &str) -> Result<(), CliError> {
     crate::cli::output::println(line).map_err(|e| io_error("stdout", e))
 }
 
-/// `agent suspend RUN`: suspends the run at its next turn boundary and prints the boundary
-/// sequence.
-pub async fn suspend(args: &RunRef) -> Result<ExitCode, CliError> {
+/// `agent suspend RUN [--timeout SECS]`: suspends the run at its next turn boundary and
+/// prints the boundary sequence. A run waiting on its model or a tool reaches the boundary
+/// only when that answers, so it says on stderr what it waits for, and after `--timeout`
+/// it gives up: dropping the call withdraws the request (the daemon cancels the wait and
+/// forgets the operation), and the exit code is [`EXIT_TIMED_OUT`](crate::cli::EXIT_TIMED_OUT).
+pub async fn suspend(args: &SuspendArgs) -> Result<ExitCode, CliError> {
+    let name = &args.run.run;
     let endpoint = Endpoint::open()?;
-    let (session, _) = endpoint.reconnect(&args.run).await?;
-    let run = c::RunRef::new(&args.run).map_err(|e| io_error("run", e))?;
-    let result = session
-        .suspend(operation()?, run)
-        .await
-        .map_err(|e| client_error("suspend", &e));
+    let (session, _) = endpoint.reconnect(name, "suspend").await?;
+    let run = c::RunRef::new(name).map_err(|e| io_error("run", e))?;
+    crate::cli::output::eprintln(&format!(
+        "agent: waiting for run {name} to reach a turn boundary…"
+    ));
+    let limit = std::time::Duration::from_secs(args.timeout);
+    let result = tokio::time::timeout(limit, session.suspend(operation()?, run)).await;
     session.close();
-    let result = result?;
-    endpoint.record_state(&args.run, "suspended");
+    let result = match result {
+        Ok(result) => result.map_err(|e| client_error("suspend", &e))?,
+        Err(_) => {
+            return Err(CliError::TimedOut(format!(
+                "run {name} reached no turn boundary within {} s; the suspend request was withdrawn and the run goes on (try again with a longer --timeout, or `agent cancel {name}`)",
+                args.timeout
+            )));
+        }
+    };
+    endpoint.record_state(name, "suspended");
     println(&format!(
-        "suspended {} at sequence {}",
-        args.run,
+        "suspended {name} at sequence {}",
         result.boundary_sequence()
     ))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// How long `agent cancel` waits for the run's terminal event after the daemon accepted
+/// the cancel.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// `agent cancel RUN`: reconnects as the run's owner (fencing a process streaming it),
+/// asks the daemon to cancel it and waits for its terminal event: `cancelled: run RUN`, or
+/// `run RUN already ended (STATE)` for a run that had ended (or ended otherwise first).
+pub async fn cancel(args: &RunRef) -> Result<ExitCode, CliError> {
+    let name = &args.run;
+    let endpoint = Endpoint::open()?;
+    let (session, _) = endpoint.reconnect(name, "cancel").await?;
+    let run = c::RunRef::new(name).map_err(|e| io_error("run", e))?;
+    let reason = c::CancelReason::new("agent cancel").ok();
+    let outcome = session.cancel(operation()?, run.clone(), reason).await;
+    let requested = matches!(outcome, Ok(c::CancelResult::Requested));
+    let state = match outcome {
+        Ok(c::CancelResult::AlreadyTerminal(sequence)) => {
+            terminal_state(&session, &run, sequence - 1).await
+        }
+        Ok(c::CancelResult::Requested) => {
+            match tokio::time::timeout(CANCEL_WAIT, terminal_state(&session, &run, 0)).await {
+                Ok(state) => state,
+                Err(_) => Err(CliError::Daemon(format!(
+                    "run {name}: the daemon accepted the cancel, but the run did not end within {} s",
+                    CANCEL_WAIT.as_secs()
+                ))),
+            }
+        }
+        Err(e) => Err(client_error("cancel", &e)),
+    };
+    session.close();
+    let state = state?;
+    endpoint.record_state(name, state);
+    if requested && state == "cancelled" {
+        println(&format!("cancelled: run {name}"))?;
+    } else {
+        println(&format!("run {name} already ended ({state})"))?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -42,7 +96,7 @@ pub async fn suspend(args: &RunRef) -> Result<ExitCode, CliError> {
 /// (follow it with `agent attach RUN --from SEQ`).
 pub async fn resume(args: &RunRef) -> Result<ExitCode, CliError> {
     let endpoint = Endpoint::open()?;
-    let (session, _) = endpoint.reconnect(&args.run).await?;
+    let (session, _) = endpoint.reconnect(&args.run, "resume").await?;
     let run = c::RunRef::new(&args.run).map_err(|e| io_error("run", e))?;
     let result = session
         .resume(operation()?, run)
@@ -70,7 +124,7 @@ pub async fn export(args: &ExportArgs) -> Result<ExitCode, CliError> {
         None => None,
     };
     let endpoint = Endpoint::open()?;
-    let (session, _) = endpoint.reconnect(&args.run.run).await?;
+    let (session, _) = endpoint.reconnect(&args.run.run, "export").await?;
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let snapshot = session.export(run).await;
     session.close();

@@ -42,6 +42,10 @@ pub struct RunEntry {
     pub recorded: u64,
     /// The last state the CLI observed (`running`, `suspended`, `completed`, ...).
     pub state: String,
+    /// The subcommand that last reconnected as the run's owner (`attach`, `suspend`, ...),
+    /// so the process it fenced can say what happened.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_over_by: Option<String>,
 }
 
 /// The index's content.
@@ -244,6 +248,7 @@ mod tests {
             definition: "d".into(),
             recorded,
             state: "running".into(),
+            taken_over_by: None,
         }
     }
 

@@ -5,15 +5,18 @@
 //! - Every other subcommand is a client: it finds the daemon through the endpoint store
 //!   ([`agent_client_grpc::local`]); `agent run --daemon` starts one when none answers
 //!   ([`agent_client_grpc::managed`] with a [`ProcessStarter`] that launches `agent serve`
-//!   from this executable as a background process in its own process group). A daemon the
-//!   CLI started keeps running after the CLI exits: it is the user's local service, stopped
-//!   with SIGTERM (see the docs page).
+//!   from this executable as a background process in its own process group, working in the
+//!   run's directory, and announced on stderr). A daemon the CLI started keeps running after
+//!   the CLI exits: it is the user's local service, stopped with `agent daemon stop`.
+//! - A daemon works in one directory: a run names its own (`--workspace` or the current
+//!   directory) beside the StartRun message, and the daemon refuses another one; the CLI
+//!   refuses first when the daemon's [`state`] file names its root.
 //! - Runs are owned by a client id and an ownership epoch. Each `agent run --daemon` and
 //!   `agent import` is a fresh client; the run, its client and the client's latest epoch go
 //!   into the CLI's [`index`], and `attach`, `suspend`, `resume`, `export` and `runs`
-//!   reconnect as that client. A reconnect fences the earlier session of that client, so
-//!   an `agent run --daemon` still streaming the run stops (exit 1) when another process
-//!   attaches to it.
+//!   reconnect as that client (as does `cancel`). A reconnect fences the earlier session of
+//!   that client, so an `agent run --daemon` still streaming the run stops (exit 1) when
+//!   another process attaches to it, and says which command took the run over.
 //!
 //! Where files live: the endpoint scope (`$AGENT_SCOPE_DIR`, else
 //! `$XDG_RUNTIME_DIR/spice-agent`, else `/tmp/spice-agent-<uid>`) holds the socket, the
@@ -21,6 +24,7 @@
 //! the run authority is `--authority DIR`, else `$AGENT_AUTHORITY_DIR`, else the default
 //! under the user's state directory.
 
+mod admin;
 mod client;
 mod control;
 pub mod index;
@@ -28,6 +32,7 @@ mod limits;
 mod run;
 mod runs;
 mod serve;
+pub mod state;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -37,8 +42,9 @@ use agent_endpoint::UserScope;
 
 use super::error::CliError;
 
+pub use self::admin::{STOP_WAIT, status, stop};
 pub use self::client::{ProcessStarter, ServeProcess};
-pub use self::control::{export, import, resume, suspend};
+pub use self::control::{cancel, export, import, resume, suspend};
 pub use self::limits::{
     ACTIVE_RUNS_RANGE, COLLECTION_ITEMS_RANGE, MESSAGE_BYTES_RANGE, REPLAY_BYTES_RANGE,
     REPLAY_EVENTS_RANGE, SESSIONS_RANGE, STREAMS_RANGE, ServeLimits,

@@ -320,8 +320,23 @@ fn stream_ending(error: &c::Error) -> Ending {
     }
 }
 
+/// What a fenced process says: who took its run over (the subcommand the run index
+/// records for the reconnect that fenced it).
+fn fenced_message(endpoint: &Endpoint, run: &str) -> String {
+    let by = endpoint
+        .index
+        .read()
+        .ok()
+        .and_then(|index| index.runs.get(run).and_then(|e| e.taken_over_by.clone()));
+    match by.as_deref() {
+        Some("attach") => format!("another attach took over run {run} (this one detached)"),
+        Some(command) => format!("`agent {command}` took over run {run} (this one detached)"),
+        None => format!("another client took over run {run} (this one detached)"),
+    }
+}
+
 /// The summary line (the renderer ended stdout on a line boundary) and the exit code.
-fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
+fn exit_for(ending: Ending, run: &str, endpoint: &Endpoint) -> Result<ExitCode, CliError> {
     // Nobody reads stdout any more: end quietly.
     if output::stdout_closed() {
         return Ok(ExitCode::SUCCESS);
@@ -351,9 +366,7 @@ fn exit_for(ending: Ending, run: &str) -> Result<ExitCode, CliError> {
             ));
             Ok(ExitCode::from(EXIT_CANCELLED))
         }
-        Ending::Fenced => Err(CliError::Daemon(format!(
-            "run {run}: another process attached to it (this stream was fenced)"
-        ))),
+        Ending::Fenced => Err(CliError::Daemon(fenced_message(endpoint, run))),
         Ending::Lost(why) => Err(CliError::Daemon(format!("run {run}: events: {why}"))),
     }
 }
@@ -367,16 +380,34 @@ fn ending_state(ending: &Ending) -> Option<&'static str> {
     }
 }
 
+/// The directory the run asks to work in: `--workspace`, else the current directory,
+/// canonicalized (the daemon compares it with its own canonical root).
+fn requested_workspace(given: Option<&std::path::Path>) -> Result<std::path::PathBuf, CliError> {
+    let path = match given {
+        Some(dir) => dir.to_path_buf(),
+        None => std::env::current_dir().map_err(|e| io_error("current directory", e))?,
+    };
+    let canonical = std::fs::canonicalize(&path)
+        .map_err(|e| CliError::Usage(format!("--workspace {}: {e}", path.display())))?;
+    if !canonical.is_dir() {
+        return Err(CliError::Usage(format!(
+            "--workspace {}: not a directory",
+            path.display()
+        )));
+    }
+    Ok(canonical)
+}
+
 /// `agent run --daemon [--definition ID] TASK`: attaches to the running daemon or starts
 /// one, starts the task there, streams its events like the one-shot form, answers
 /// approvals on the terminal (`--yes` approves all, `--read-only` declines all); Ctrl-C
 /// sends a cancel and exits 130 after the run's one terminal event. Exit codes: 0
 /// completed, 1 failed, 130 cancelled.
 pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
-    // The daemon has its own workspace, tools, authority and definitions.
+    // The daemon has its own tools, authority and definitions; the workspace is the
+    // request's, checked against the daemon's.
     let task = &args.task;
     for (given, flag) in [
-        (task.workspace.is_some(), "--workspace"),
         (task.mcp_config.is_some(), "--mcp-config"),
         (task.suspend.is_some(), "--suspend"),
         (task.resume.is_some(), "--resume"),
@@ -393,13 +424,30 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
             )));
         }
     }
+    let workspace = requested_workspace(task.workspace.as_deref())?;
     let interrupted = interrupt()?;
     let endpoint = Endpoint::open()?;
-    let managed = endpoint.managed()?;
+    let (managed, starter) = endpoint.managed(&workspace)?;
     let session = managed
         .initialize_managed(initialize_request(None)?)
         .await
         .map_err(|e| io_error("attach or start", e))?;
+    if let Some(pid) = starter.launched() {
+        eprintln!(
+            "agent: started a daemon (pid {pid}) for {}; its log is {}; stop it with `agent daemon stop`",
+            workspace.display(),
+            starter.log_path().display()
+        );
+    }
+    // Refused before anything starts; the daemon checks the request again itself.
+    if let Some(root) = endpoint.daemon_workspace()
+        && root != workspace
+    {
+        session.close();
+        return Err(CliError::Daemon(agent_server::workspace_refusal(
+            &root, &workspace,
+        )));
+    }
     let definition_id = args
         .definition
         .clone()
@@ -423,13 +471,25 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         .try_attach(&client)
         .map_err(|e| io_error("run index", e))?;
     let started = session
-        .start(c::StartRequest {
-            operation: operation()?,
-            definition,
-            input,
-        })
+        .start_in_workspace(
+            c::StartRequest {
+                operation: operation()?,
+                definition,
+                input,
+            },
+            &workspace,
+        )
         .await
-        .map_err(|e| client_error("start", &e))?;
+        .map_err(|e| match e {
+            // The daemon's own refusal names both directories; it is the whole message.
+            c::Error::Status(refused)
+                if refused.code == c::StatusCode::Conflict
+                    && refused.facts.message().starts_with("this daemon works in") =>
+            {
+                CliError::Daemon(refused.facts.message().to_owned())
+            }
+            other => client_error("start", &other),
+        })?;
     let run = started.run().clone();
     endpoint.record_run(
         session.connection(),
@@ -457,7 +517,7 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str())
+    exit_for(ending, run.as_str(), &endpoint)
 }
 
 /// `agent attach RUN [--from SEQ]`: reconnects as the run's owner (fencing any other
@@ -467,12 +527,35 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
 pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
     let interrupted = interrupt()?;
     let endpoint = Endpoint::open()?;
-    let (session, entry) = endpoint.reconnect(&args.run.run).await?;
+    // Whether another process streams the run now (it holds the client's attachment
+    // lock): this attach takes the run over from it, and says so.
+    let held_elsewhere = match endpoint
+        .index
+        .read()
+        .ok()
+        .and_then(|index| index.runs.get(&args.run.run).map(|e| e.client.clone()))
+    {
+        Some(client) => endpoint
+            .index
+            .try_attach(&client)
+            .map_err(|e| io_error("run index", e))?
+            .is_none(),
+        None => false,
+    };
+    let (session, entry) = endpoint.reconnect(&args.run.run, "attach").await?;
     // The fenced process lets go of the lock when it exits.
     let _attached = endpoint
         .index
         .attach(&entry.client, ATTACH_LOCK_TIMEOUT)
         .map_err(|e| io_error("run index", e))?;
+    if held_elsewhere {
+        eprintln!("agent: took over run {} from another client", args.run.run);
+    } else {
+        eprintln!(
+            "agent: attached to run {}; Ctrl-C detaches (the run goes on)",
+            args.run.run
+        );
+    }
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let session = Arc::new(session);
     let refusals = Refusals::default();
@@ -493,5 +576,64 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         endpoint.record_state(run.as_str(), state);
     }
     session.close();
-    exit_for(ending, run.as_str())
+    exit_for(ending, run.as_str(), &endpoint)
+}
+
+/// The state `run` ended in (`completed`, `failed`, `cancelled`): its events after
+/// `after` are read, and followed, until its terminal event.
+pub(super) async fn terminal_state(
+    session: &GrpcSession,
+    run: &c::RunRef,
+    mut after: u64,
+) -> Result<&'static str, CliError> {
+    let limits = *session.connection().limits();
+    let options = c::EventStreamOptions::new(limits.replay_events(), true, &limits)
+        .map_err(|e| io_error("event stream", e))?;
+    let mut rewound = false;
+    loop {
+        let mut stream = match session
+            .events(c::Cursor::new(run.clone(), after), options)
+            .await
+        {
+            Ok(stream) => stream,
+            Err(c::Error::CursorGap(gap)) if gap.recovery() > after => {
+                after = gap.recovery();
+                continue;
+            }
+            Err(e) => return Err(client_error("events", &e)),
+        };
+        loop {
+            match stream.next().await {
+                Ok(Some(c::EventFrame::Event(event))) => {
+                    after = event.sequence();
+                    match event.kind() {
+                        c::EventKind::RunCompleted => return Ok("completed"),
+                        c::EventKind::RunFailed => return Ok("failed"),
+                        c::EventKind::RunCancelled => return Ok("cancelled"),
+                        _ => {}
+                    }
+                }
+                // Nothing follows the cursor: the run ended at or before it. Re-read its
+                // last event, once.
+                Ok(Some(c::EventFrame::Control(control)))
+                    if !control.tailing()
+                        && !control.has_more()
+                        && control.last_delivered() >= control.latest() =>
+                {
+                    if rewound || control.latest() == 0 {
+                        return Err(CliError::Daemon(format!(
+                            "run {}: no terminal event",
+                            run.as_str()
+                        )));
+                    }
+                    rewound = true;
+                    after = control.latest() - 1;
+                    break;
+                }
+                Ok(Some(c::EventFrame::Control(_))) => {}
+                Ok(None) => break,
+                Err(e) => return Err(client_error("events", &e)),
+            }
+        }
+    }
 }

@@ -49,7 +49,7 @@ fn is_final(state: &str) -> bool {
 /// The run's state from its last retained event: a terminal kind, `suspended` when the
 /// index says so and it has not ended, else `running`.
 async fn probe_state(endpoint: &Endpoint, run: &str) -> Option<String> {
-    let (session, entry) = endpoint.reconnect(run).await.ok()?;
+    let (session, entry) = endpoint.reconnect(run, "runs").await.ok()?;
     let run_ref = c::RunRef::new(run).ok()?;
     let limits = *session.connection().limits();
     let options = c::EventStreamOptions::new(1, false, &limits).ok()?;

@@ -12,6 +12,7 @@ use crate::approval::ApprovalMode;
 use crate::cli::args::ServeArgs;
 use crate::cli::error::CliError;
 
+use super::state::{DAEMON_STATE, DaemonState};
 use super::{
     CODING_AGENT_DEFINITION, CODING_AGENT_REVISION, SHUTDOWN_DEADLINE, ServeLimits, io_error, scope,
 };
@@ -109,7 +110,7 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
             })?;
     }
     if let Some(notice) = settings.offline_notice() {
-        eprintln!("{notice}");
+        crate::cli::output::eprintln(&notice);
     }
     let overrides = CodingAgentOverrides {
         approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
@@ -144,11 +145,17 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
         },
     )
     .map_err(|e| CliError::Daemon(e.to_string()))?;
+    // The one root every run's tools are confined to: a start request naming another
+    // directory is refused (docs/running-the-daemon.md).
+    let workspace = app.components().workspace_root.path().to_path_buf();
+    let scope_dir = scope.dir().to_path_buf();
     let mut config = agent_server::DaemonConfig::new(scope, host, build_identity());
+    let server_workspace = workspace.clone();
     config.server = Box::new(move |server| {
         server.maximum_sessions = limits.sessions;
         server.max_message_bytes = limits.message_bytes;
         server.max_collection_items = limits.collection_items;
+        server.workspace = Some(server_workspace);
     });
     let daemon = agent_server::Daemon::start(config)
         .await
@@ -158,13 +165,23 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
         pid = std::process::id(),
         "daemon serving"
     );
+    let state = DaemonState {
+        process_id: std::process::id(),
+        workspace: workspace.to_str().map(str::to_owned),
+    };
+    // Without it clients still work: the daemon checks every start request itself.
+    if let Err(e) = state.write(&scope_dir) {
+        crate::cli::output::eprintln(&format!("agent: could not write {DAEMON_STATE}: {e}"));
+    }
     crate::cli::output::eprintln(&format!(
-        "agent: serving on {} (pid {}); stop with Ctrl-C or SIGTERM",
+        "agent: serving on {} for {} (pid {}); stop with Ctrl-C, SIGTERM or `agent daemon stop`",
         daemon.scope().address().display(),
+        workspace.display(),
         std::process::id()
     ));
     stop.await;
     crate::cli::output::eprintln("agent: stopping");
+    DaemonState::remove(&scope_dir, state.process_id);
     let stopped = daemon.shutdown(SHUTDOWN_DEADLINE).await;
     root.cancel();
     let _ = app.stop().await;
