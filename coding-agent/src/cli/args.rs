@@ -50,7 +50,9 @@ trace and -q lowers it to error); they never contain prompts, answers, tool argu
 error text, paths or secrets. Run and call ids appear only as pseudonyms.";
 
 const AFTER_HELP: &str = "Examples:
+  agent                            (on a terminal: a conversation, one turn per line)
   agent \"What is this repository?\"
+  agent -c \"And the tests?\"       (continues this workspace's last conversation)
   agent --workspace ../other --json \"List the sources\"
   agent --provider openai --model gpt-4o-mini --yes \"Add a CHANGELOG.md\"  (needs OPENAI_API_KEY)
   echo \"Summarize README.md\" | agent --read-only

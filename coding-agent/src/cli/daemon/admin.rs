@@ -30,13 +30,13 @@ pub async fn status() -> Result<ExitCode, CliError> {
         .daemon_workspace()
         .map_or_else(|| "unknown".to_owned(), |p| p.display().to_string());
     let log = endpoint.scope_dir().join(DAEMON_LOG);
-    println!("daemon: running (pid {})", record.process_id);
-    println!("scope: {}", endpoint.scope_dir().display());
-    println!("workspace: {workspace}");
-    println!("protocol: {protocol}");
-    println!("active runs: {}", health.active_runs());
+    let _ = crate::cli::output::println(&format!("daemon: running (pid {})", record.process_id));
+    let _ = crate::cli::output::println(&format!("scope: {}", endpoint.scope_dir().display()));
+    let _ = crate::cli::output::println(&format!("workspace: {workspace}"));
+    let _ = crate::cli::output::println(&format!("protocol: {protocol}"));
+    let _ = crate::cli::output::println(&format!("active runs: {}", health.active_runs()));
     if log.exists() {
-        println!("log: {}", log.display());
+        let _ = crate::cli::output::println(&format!("log: {}", log.display()));
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -81,10 +81,10 @@ pub async fn stop() -> Result<ExitCode, CliError> {
             e,
         )
     })?;
-    eprintln!(
+    crate::cli::output::eprintln(&format!(
         "agent: sent SIGTERM to the daemon (pid {}); waiting for it to stop…",
         record.process_id
-    );
+    ));
     let deadline = Instant::now() + STOP_WAIT;
     while !has_exited(pid) {
         if Instant::now() >= deadline {
@@ -97,10 +97,10 @@ pub async fn stop() -> Result<ExitCode, CliError> {
         }
         tokio::time::sleep(STOP_POLL).await;
     }
-    println!(
+    let _ = crate::cli::output::println(&format!(
         "stopped the daemon (pid {}) of {}",
         record.process_id,
         endpoint.scope_dir().display()
-    );
+    ));
     Ok(ExitCode::SUCCESS)
 }

@@ -433,11 +433,11 @@ pub async fn run(args: &RunArgs) -> Result<ExitCode, CliError> {
         .await
         .map_err(|e| io_error("attach or start", e))?;
     if let Some(pid) = starter.launched() {
-        eprintln!(
+        crate::cli::output::eprintln(&format!(
             "agent: started a daemon (pid {pid}) for {}; its log is {}; stop it with `agent daemon stop`",
             workspace.display(),
             starter.log_path().display()
-        );
+        ));
     }
     // Refused before anything starts; the daemon checks the request again itself.
     if let Some(root) = endpoint.daemon_workspace()
@@ -549,12 +549,15 @@ pub async fn attach(args: &AttachArgs) -> Result<ExitCode, CliError> {
         .attach(&entry.client, ATTACH_LOCK_TIMEOUT)
         .map_err(|e| io_error("run index", e))?;
     if held_elsewhere {
-        eprintln!("agent: took over run {} from another client", args.run.run);
+        crate::cli::output::eprintln(&format!(
+            "agent: took over run {} from another client",
+            args.run.run
+        ));
     } else {
-        eprintln!(
+        crate::cli::output::eprintln(&format!(
             "agent: attached to run {}; Ctrl-C detaches (the run goes on)",
             args.run.run
-        );
+        ));
     }
     let run = c::RunRef::new(&args.run.run).map_err(|e| io_error("run", e))?;
     let session = Arc::new(session);
