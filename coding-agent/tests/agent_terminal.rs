@@ -372,3 +372,16 @@ fn through_the_daemon_the_prompt_is_visible_and_a_refusal_is_reported() {
     assert_eq!(exit_code(&mut tty), 0);
     assert_eq!(sandbox.read("daemon.txt"), None);
 }
+
+#[test]
+fn through_the_daemon_the_spinner_shows_and_ctrl_c_cancels_the_run() {
+    let sandbox = Sandbox::new("daemon-ctrl-c");
+    let base_url = model();
+    let mut tty = spawn(sandbox.agent(&base_url, &["run", "--daemon", "hang"]));
+    tty.exp_string("thinking")
+        .expect("the spinner while the daemon's model thinks");
+    tty.send_control('c').expect("Ctrl-C");
+    tty.exp_string("cancelled: run")
+        .expect("the run is cancelled");
+    assert_eq!(exit_code(&mut tty), 130);
+}

@@ -218,8 +218,8 @@ impl TaskArgs {
 }
 
 /// The subcommand `word` is a typo of, if any: an optimal-string-alignment distance (a
-/// swap of two letters counts once) of at most 2, and at most half the word's length, so
-/// a short real task (`fix`, `sum`) still runs.
+/// swap of two letters counts once) of 1 in a word of three letters or more, or 2 in a word
+/// of seven or more, so a short real task (`fix`, `sum`, `survey`) still runs.
 ///
 /// ```
 /// use coding_agent::cli::args::near_miss;
@@ -229,6 +229,7 @@ impl TaskArgs {
 /// assert_eq!(near_miss("tool"), Some("tools".to_owned()));
 /// assert_eq!(near_miss("refactor"), None);
 /// assert_eq!(near_miss("fix"), None);
+/// assert_eq!(near_miss("survey"), None);
 /// ```
 pub fn near_miss(word: &str) -> Option<String> {
     let word = word.trim();
@@ -241,7 +242,13 @@ pub fn near_miss(word: &str) -> Option<String> {
         .get_subcommands()
         .map(|c| c.get_name().to_owned())
         .map(|name| (strsim::osa_distance(&lower, &name), name))
-        .filter(|(distance, _)| *distance <= 2 && distance * 2 <= length)
+        // One edit in a word of three letters or more, two only in words of seven or more:
+        // short real words (`fix`, `sum`, `survey`) stay tasks.
+        .filter(|(distance, _)| match distance {
+            1 => length >= 3,
+            2 => length >= 7,
+            _ => false,
+        })
         .min_by_key(|(distance, _)| *distance)
         .map(|(_, name)| name)
 }
@@ -410,14 +417,23 @@ pub enum DaemonAction {
 #[derive(Debug, Clone, Subcommand)]
 pub enum Command {
     /// Lists every tool with its origin, effect, replay safety and capabilities.
+    #[command(after_help = "Example:\n  agent tools --json")]
     Tools(ToolsArgs),
     /// Runs one task: in this process, or in the local daemon with --daemon.
+    #[command(after_help = "Example:\n  agent run --daemon --read-only \"Summarize README.md\"")]
     Run(RunArgs),
     /// Runs the local daemon in the foreground (logs to stderr).
+    #[command(
+        after_help = "Example (stop it with Ctrl-C or `agent daemon stop`):\n  agent serve --max-active-runs 8"
+    )]
     Serve(ServeArgs),
     /// Lists the daemon's runs.
+    #[command(after_help = "Example (each line: run, state, definition):\n  agent runs")]
     Runs,
     /// Replays a daemon run's events from a sequence and follows it.
+    #[command(
+        after_help = "Example (the latest run of `agent runs`, from its start):\n  agent attach \"$(agent runs | tail -n 1 | cut -f 1)\""
+    )]
     Attach(AttachArgs),
     /// Suspends a daemon run at its next turn boundary.
     #[command(
@@ -425,10 +441,19 @@ pub enum Command {
     )]
     Suspend(SuspendArgs),
     /// Resumes a suspended daemon run.
+    #[command(
+        after_help = "Example (the latest run of `agent runs`):\n  agent resume \"$(agent runs | tail -n 1 | cut -f 1)\""
+    )]
     Resume(RunRef),
     /// Exports a daemon run's signed snapshot.
+    #[command(
+        after_help = "Example (the latest run of `agent runs`):\n  agent export \"$(agent runs | tail -n 1 | cut -f 1)\" -o run.json"
+    )]
     Export(ExportArgs),
     /// Imports a signed snapshot into the daemon.
+    #[command(
+        after_help = "Example (a file `agent export -o` or `agent --suspend` wrote):\n  agent import run.json"
+    )]
     Import(ImportArgs),
     /// Cancels a daemon run and waits for its end.
     #[command(
@@ -685,6 +710,7 @@ mod tests {
         for task in [
             &["refactor"][..],
             &["fix"][..],
+            &["survey"][..],
             &["serv", "static", "files"][..],
         ] {
             assert!(parse(task.iter().copied()).is_ok(), "{task:?}");
@@ -828,6 +854,38 @@ mod tests {
                 panic!("{args:?}")
             };
             assert!(help.contains(example), "{args:?}:\n{help}");
+        }
+        // Every subcommand's help has an example, and the example parses as written (a
+        // run named by `$(agent runs …)` stands for a run id).
+        for subcommand in [
+            "tools", "run", "serve", "runs", "attach", "suspend", "resume", "export", "import",
+            "cancel", "daemon",
+        ] {
+            let Err(ParseOutcome::Info(help)) = parse([subcommand, "--help"]) else {
+                panic!("{subcommand} --help")
+            };
+            let example = help
+                .lines()
+                .find_map(|line| line.strip_prefix("  agent "))
+                .unwrap_or_else(|| panic!("{subcommand}: no example in\n{help}"));
+            let mut words = Vec::new();
+            let mut rest = example.trim();
+            while !rest.is_empty() {
+                let (word, tail) = match rest.strip_prefix('"') {
+                    Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
+                    None => rest.split_once(' ').unwrap_or((rest, "")),
+                };
+                words.push(if word.starts_with("$(agent runs") {
+                    "run-1".to_owned()
+                } else {
+                    word.to_owned()
+                });
+                rest = tail.trim_start();
+            }
+            assert!(
+                parse(words.iter().map(String::as_str)).is_ok(),
+                "{subcommand}: `agent {example}` does not parse"
+            );
         }
         let Err(ParseOutcome::Info(help)) = parse(["--help"]) else {
             panic!("help")
