@@ -23,8 +23,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::io::Read;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use agent_core::message::Message;
@@ -158,25 +158,8 @@ impl ConversationStore {
             messages: messages.to_vec(),
         })
         .map_err(|e| ConversationError::new(&path, e))?;
-        let temporary = path.with_extension(format!("tmp-{}", std::process::id()));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&temporary)?;
-            // A file left by an earlier process keeps its mode through `open`.
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.write_all(&body)?;
-            file.sync_all()?;
-            std::fs::rename(&temporary, &path)
-        })();
-        if let Err(error) = written {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(ConversationError::new(&path, error));
-        }
-        Ok(())
+        crate::private_file::write_atomically(&path, &body)
+            .map_err(|e| ConversationError::new(&path, e))
     }
 
     /// Forgets the conversation of `workspace` (nothing to forget is fine).
@@ -194,6 +177,7 @@ impl ConversationStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
 
     fn temp(tag: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!(
@@ -216,7 +200,7 @@ mod tests {
     fn a_saved_conversation_loads_back_private_and_per_workspace() {
         let dir = temp("roundtrip");
         let store = ConversationStore::at(dir.join("nested"));
-        let (a, b) = (Path::new("/work/a"), Path::new("/work/b"));
+        let (a, b) = (Path::new("/srv/project-a"), Path::new("/srv/project-b"));
         store.save(a, &history()).unwrap();
         assert_eq!(store.load(a).unwrap(), Some(history()));
         assert_eq!(
@@ -241,7 +225,7 @@ mod tests {
     fn a_damaged_foreign_or_oversized_file_is_refused_naming_it() {
         let dir = temp("refused");
         let store = ConversationStore::at(&dir);
-        let workspace = Path::new("/work/a");
+        let workspace = Path::new("/srv/project-a");
         store.save(workspace, &history()).unwrap();
         let path = store.file(workspace);
         let body = std::fs::read_to_string(&path).unwrap();
@@ -260,8 +244,8 @@ mod tests {
             ),
             (
                 "another workspace",
-                body.replace("/work/a", "/work/z"),
-                "belongs to /work/z",
+                body.replace("/srv/project-a", "/srv/project-z"),
+                "belongs to /srv/project-z",
             ),
         ];
         for (name, content, expected) in cases {

@@ -3,8 +3,6 @@
 //! (mode 0600, atomically) once the daemon serves, removed when it stops; a client trusts
 //! it only while its `process_id` is the live endpoint record's.
 
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -42,22 +40,7 @@ impl DaemonState {
     /// Writes the state into `scope_dir` (a temp file renamed over it, mode 0600).
     pub fn write(&self, scope_dir: &Path) -> std::io::Result<()> {
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        let temp = scope_dir.join(format!("{DAEMON_STATE}.{}.tmp", self.process_id));
-        let written = (|| {
-            let mut file = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&temp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            std::fs::rename(&temp, scope_dir.join(DAEMON_STATE))
-        })();
-        if written.is_err() {
-            let _ = std::fs::remove_file(&temp);
-        }
-        written
+        crate::private_file::write_atomically(&scope_dir.join(DAEMON_STATE), &bytes)
     }
 
     /// Removes the state of `scope_dir` if it is still the one of `process_id` (a daemon
