@@ -222,12 +222,25 @@ fn expect(
     Ok(before)
 }
 
-/// Types `line` and Enter (the terminal's echo puts it in `seen`).
+/// Types `line` and Enter at the session's prompt (the line editor draws it, so it is in
+/// what `seen` reads next).
 fn type_line(
     tty: &mut PtySession,
     _seen: &mut String,
     line: &str,
 ) -> Result<usize, rexpect::error::Error> {
+    tty.send_line(line)
+}
+
+/// Answers an approval prompt: `rexpect` turns the pseudo-terminal's echo off, so the
+/// answer is put in `seen` as a terminal would have echoed it.
+fn answer_prompt(
+    tty: &mut PtySession,
+    seen: &mut String,
+    line: &str,
+) -> Result<usize, rexpect::error::Error> {
+    seen.push_str(line);
+    seen.push('\n');
     tty.send_line(line)
 }
 
@@ -257,7 +270,7 @@ fn a_session_is_one_conversation_with_an_approved_and_a_refused_write() {
     )
     .expect("the approval prompt shows the path");
     expect(&mut tty, &mut seen, "in this run: ").expect("the answers");
-    type_line(&mut tty, &mut seen, "y").expect("approve");
+    answer_prompt(&mut tty, &mut seen, "y").expect("approve");
     expect(&mut tty, &mut seen, "write_file approved.txt").expect("the tool line");
     expect(&mut tty, &mut seen, "Tool said:").expect("the model saw the result");
     expect(&mut tty, &mut seen, "> ").expect("the prompt");
@@ -270,7 +283,7 @@ fn a_session_is_one_conversation_with_an_approved_and_a_refused_write() {
     )
     .expect("the second prompt");
     expect(&mut tty, &mut seen, "in this run: ").expect("the answers");
-    type_line(&mut tty, &mut seen, "n").expect("refuse");
+    answer_prompt(&mut tty, &mut seen, "n").expect("refuse");
     expect(
         &mut tty,
         &mut seen,
