@@ -398,3 +398,28 @@ fn through_the_daemon_the_spinner_shows_and_ctrl_c_cancels_the_run() {
         .expect("the run is cancelled");
     assert_eq!(exit_code(&mut tty), 130);
 }
+
+#[test]
+fn ctrl_c_at_an_approval_prompt_cancels_the_turn_and_the_next_line_is_a_task() {
+    let sandbox = Sandbox::new("ctrl-c-prompt");
+    let base_url = model();
+    let mut tty = spawn(sandbox.agent(&base_url, &[]));
+    tty.exp_string("> ").expect("the prompt");
+    tty.send_line("write never.txt nothing").expect("type");
+    tty.exp_string("in this run: ")
+        .expect("the approval prompt");
+    tty.send_control('c')
+        .expect("Ctrl-C at the approval prompt");
+    tty.exp_string("(the prompt was closed)")
+        .expect("the prompt is given up");
+    tty.exp_string("cancelled:").expect("the turn is cancelled");
+    tty.exp_string("> ").expect("the session's prompt");
+    // The next line is a task, not an answer to the closed prompt.
+    tty.send_line("hello").expect("type");
+    tty.exp_string("answer 1: you said hello")
+        .expect("the line reached the model");
+    tty.exp_string("> ").expect("the prompt");
+    tty.send_control('d').expect("Ctrl-D");
+    assert_eq!(exit_code(&mut tty), 0);
+    assert_eq!(sandbox.read("never.txt"), None);
+}

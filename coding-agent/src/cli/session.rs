@@ -87,3 +87,73 @@ impl LineEditor {
             .map_err(|_| EditorError("its thread ended".into()))?
     }
 }
+
+/// How long a prompt's read waits before it looks at standard input again.
+pub const INPUT_POLL: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Standard input read without blocking, for an approval prompt during a session's turn: a
+/// read in flight is simply dropped when the turn is cancelled, so no line typed later is
+/// taken by a prompt that no longer exists (a blocking read on a thread would keep it). The
+/// descriptor is non-blocking only while this lives (the line editor reads it blocking),
+/// and an empty read waits [`INPUT_POLL`] before the next try.
+#[derive(Debug)]
+pub struct TerminalInput {
+    stdin: std::io::Stdin,
+    /// The file status flags to restore.
+    flags: rustix::fs::OFlags,
+    /// The wait before the next try, after a read found nothing.
+    pause: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl TerminalInput {
+    /// Standard input, switched to non-blocking reads until this is dropped.
+    pub fn open() -> std::io::Result<Self> {
+        use std::os::fd::AsFd;
+        let stdin = std::io::stdin();
+        let flags = rustix::fs::fcntl_getfl(stdin.as_fd())?;
+        rustix::fs::fcntl_setfl(stdin.as_fd(), flags | rustix::fs::OFlags::NONBLOCK)?;
+        Ok(TerminalInput {
+            stdin,
+            flags,
+            pause: None,
+        })
+    }
+}
+
+impl Drop for TerminalInput {
+    fn drop(&mut self) {
+        use std::os::fd::AsFd;
+        let _ = rustix::fs::fcntl_setfl(self.stdin.as_fd(), self.flags);
+    }
+}
+
+impl tokio::io::AsyncRead for TerminalInput {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        use std::future::Future;
+        use std::os::fd::AsFd;
+        use std::task::Poll;
+        loop {
+            if let Some(pause) = self.pause.as_mut() {
+                if pause.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
+                self.pause = None;
+            }
+            let this = &mut *self;
+            match rustix::io::read(this.stdin.as_fd(), buf.initialize_unfilled()) {
+                Ok(read) => {
+                    buf.advance(read);
+                    return Poll::Ready(Ok(()));
+                }
+                Err(rustix::io::Errno::AGAIN) | Err(rustix::io::Errno::INTR) => {
+                    this.pause = Some(Box::pin(tokio::time::sleep(INPUT_POLL)));
+                }
+                Err(error) => return Poll::Ready(Err(error.into())),
+            }
+        }
+    }
+}
