@@ -283,10 +283,12 @@ fn describe_success(name: &str, arguments: &Value, text: &str) -> String {
 /// The approval guard's refusals (`crate::approval`) in the user's words; any other
 /// problem with its bounded reason.
 fn describe_problem(text: &str) -> (Tone, String) {
-    if text.starts_with("refused: the user did not approve") {
-        (Tone::Refused, "refused by you".to_owned())
-    } else if text.starts_with("refused: this session is read-only") {
-        (Tone::Refused, "refused (read-only)".to_owned())
+    use crate::approval::{READ_ONLY_REFUSAL, REFUSED_BY_USER};
+    use crate::cli::approve::{REFUSED_BY_YOU, REFUSED_READ_ONLY};
+    if text == REFUSED_BY_USER {
+        (Tone::Refused, REFUSED_BY_YOU.to_owned())
+    } else if text == READ_ONLY_REFUSAL {
+        (Tone::Refused, REFUSED_READ_ONLY.to_owned())
     } else if let Some(reason) = text.strip_prefix("refused: ") {
         (
             Tone::Refused,
