@@ -883,6 +883,7 @@ const HOST_CRATES: &[&str] = &[
     "agent-server",
     "agent-client",
     "agent-client-grpc",
+    "agent-restate",
     "agent-mcp",
     "agent-logging",
     "coding-agent",
@@ -1311,7 +1312,7 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
             "agent-logging",
         ],
     ),
-    ("clients", &["agent-client", "agent-client-grpc"]),
+    ("clients", &["agent-client", "agent-client-grpc", "agent-restate"]),
     ("product", &["coding-agent", "examples"]),
     (
         "tooling",
