@@ -1,2 +1,12 @@
 //! Agents on a Restate cluster (docs/scale-out.md).
+//!
+//! A worker serves the composed definitions as Restate services ([`services`]); each run
+//! is a workflow whose steps replay the run's record ([`record`]) through the kernel's
+//! hooks ([`execution`]). Clients reach the cluster through its ingress ([`ingress`]).
 #![forbid(unsafe_code)]
+
+pub mod execution;
+pub mod ingress;
+pub mod record;
+pub mod services;
+pub mod worker;

@@ -960,9 +960,7 @@ async fn settle(shared: &Arc<RunShared>, state: &mut LoopState, turn: u32) -> Re
             continue;
         }
         let content = match unfinished.state {
-            CallState::Uncertain => {
-                "This call was interrupted and its outcome is uncertain; it was not run again."
-            }
+            CallState::Uncertain => super::snapshot::UNCERTAIN_CALL_NOT_RUN_AGAIN,
             CallState::Failed => "This call failed and was not run again.",
             CallState::NotStarted | CallState::Interrupted => {
                 "This call was interrupted and is not safe to run again; it was not run again."

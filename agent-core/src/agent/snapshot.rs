@@ -17,6 +17,11 @@ use crate::tool::{Effect, ReplaySafety, RetryDisposition};
 /// upgraded silently.
 pub const SNAPSHOT_VERSION: &str = "agent-core.snapshot/v2";
 
+/// What the model reads for a call whose outcome is uncertain when a run resumes: the call
+/// is not run again. Hosts that settle such a call themselves say the same.
+pub const UNCERTAIN_CALL_NOT_RUN_AGAIN: &str =
+    "This call was interrupted and its outcome is uncertain; it was not run again.";
+
 /// Largest encoded snapshot, in bytes.
 pub const MAX_SNAPSHOT_BYTES: usize = 16 << 20;
 

@@ -1,0 +1,99 @@
+//! Serving a worker: the services on an HTTP/2 endpoint, registered with the cluster.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use restate_sdk::prelude::{Endpoint, HttpServer};
+
+use crate::execution::{RunFactory, Worker};
+use crate::ingress::{Ingress, IngressError};
+use crate::services::{AgentRun, Executor, RunIndex, RunRecord, Runs};
+
+/// How long registration keeps trying an admin endpoint that does not answer yet.
+pub const REGISTRATION_BUDGET: Duration = Duration::from_secs(30);
+
+/// Where a worker listens and which cluster it joins.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The address the endpoint listens on.
+    pub listen: SocketAddr,
+    /// The address the cluster reaches the endpoint at (`http://host:port`).
+    pub advertised: String,
+    /// The cluster's admin API (`http://host:9070`).
+    pub admin: String,
+    /// The cluster's ingress (`http://host:8080`): the worker writes run records through it.
+    pub ingress: String,
+}
+
+/// Why a worker could not serve.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {0}: {1}")]
+    Listen(SocketAddr, std::io::Error),
+    /// The cluster refused or never answered the registration.
+    #[error("cannot register with the cluster's admin API: {0}")]
+    Register(String),
+    /// The ingress address is unusable.
+    #[error(transparent)]
+    Ingress(#[from] IngressError),
+}
+
+/// Serves `factory`'s definitions until `shutdown` resolves: binds, registers the endpoint
+/// with the admin API (again on every start: registration is idempotent), then serves.
+pub async fn serve<F: RunFactory>(
+    factory: Arc<F>,
+    config: WorkerConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), WorkerError> {
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| WorkerError::Listen(config.listen, e))?;
+    let executor: Arc<dyn Executor> =
+        Arc::new(Worker::new(factory, Ingress::new(&config.ingress)?));
+    let endpoint = Endpoint::builder()
+        .bind(AgentRun::new(executor.clone()))
+        .bind(RunRecord)
+        .bind(Runs::new(executor))
+        .bind(RunIndex)
+        .build();
+    let server = tokio::spawn(HttpServer::new(endpoint).serve_with_cancel(listener, shutdown));
+    if let Err(error) = register(&config.admin, &config.advertised).await {
+        server.abort();
+        return Err(error);
+    }
+    server
+        .await
+        .map_err(|e| WorkerError::Register(format!("the endpoint stopped: {e}")))
+}
+
+/// Registers `uri` with the admin API at `admin`, retrying while it does not answer.
+pub async fn register(admin: &str, uri: &str) -> Result<(), WorkerError> {
+    let http = reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .map_err(|e| WorkerError::Register(e.to_string()))?;
+    let url = format!("{}/deployments", admin.trim_end_matches('/'));
+    let body = serde_json::json!({ "uri": uri, "force": true });
+    let deadline = tokio::time::Instant::now() + REGISTRATION_BUDGET;
+    loop {
+        let failure = match http.post(&url).json(&body).send().await {
+            Ok(response) if response.status().is_success() => return Ok(()),
+            Ok(response) => {
+                let status = response.status();
+                let text = response.text().await.unwrap_or_default();
+                if status.is_client_error() {
+                    return Err(WorkerError::Register(format!("{status}: {text}")));
+                }
+                format!("{status}: {text}")
+            }
+            Err(e) => e.to_string(),
+        };
+        if tokio::time::Instant::now() >= deadline {
+            return Err(WorkerError::Register(failure));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
