@@ -1312,7 +1312,10 @@ const CRATE_LAYERS: &[(&str, &[&str])] = &[
             "agent-logging",
         ],
     ),
-    ("clients", &["agent-client", "agent-client-grpc", "agent-restate"]),
+    (
+        "clients",
+        &["agent-client", "agent-client-grpc", "agent-restate"],
+    ),
     ("product", &["coding-agent", "examples"]),
     (
         "tooling",
