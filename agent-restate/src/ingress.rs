@@ -55,10 +55,8 @@ pub struct Ingress {
 impl Ingress {
     /// The ingress at `base` (`http://host:8080`).
     pub fn new(base: &str) -> Result<Ingress, IngressError> {
-        let http = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .map_err(|e| IngressError::Unavailable(e.to_string()))?;
+        let http = http_client(base, REQUEST_TIMEOUT)
+            .map_err(IngressError::Unavailable)?;
         Ok(Ingress {
             base: base.trim_end_matches('/').to_owned(),
             http,
@@ -157,6 +155,29 @@ impl Ingress {
             pause = (pause * 2).min(MAX_RETRY_PAUSE);
         }
     }
+}
+
+/// An HTTP client for the cluster at `base`: HTTPS verified against the platform's roots
+/// (rustls with the `ring` provider, as the coding agent's providers use), no proxy for a
+/// loopback address.
+pub(crate) fn http_client(base: &str, timeout: Duration) -> Result<reqwest::Client, String> {
+    let crypto = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let tls = rustls::ClientConfig::builder_with_provider(crypto)
+        .with_safe_default_protocol_versions()
+        .and_then(|builder| {
+            use rustls_platform_verifier::BuilderVerifierExt as _;
+            builder.with_platform_verifier()
+        })
+        .map_err(|e| e.to_string())?
+        .with_no_client_auth();
+    let mut builder = reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(timeout);
+    let host = base.split("://").nth(1).unwrap_or(base);
+    if host.starts_with("127.") || host.starts_with("localhost") || host.starts_with("[::1]") {
+        builder = builder.no_proxy();
+    }
+    builder.build().map_err(|e| e.to_string())
 }
 
 /// The message of an ingress error body (`{"message": ...}`), or its text.

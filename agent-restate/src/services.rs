@@ -93,9 +93,9 @@ const CANCEL_PROMISE: &str = "cancel";
 
 #[restate_sdk::workflow(
     name = "AgentRun",
-    // A waiting run suspends soon, so it holds no worker; a step may take as long as its
-    // model and tools take.
-    inactivity_timeout = "2s",
+    // A waiting run suspends after a minute, so it holds no worker. (At 2 s, a step whose
+    // tool ran longer was cut off and executed again: see docs/scale-out.md.)
+    inactivity_timeout = "1m",
     abort_timeout = "1h",
     invocation_retry_policy(initial_interval = "100ms", factor = 2.0, max_interval = "2s"),
 )]

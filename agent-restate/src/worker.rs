@@ -71,10 +71,8 @@ pub async fn serve<F: RunFactory>(
 
 /// Registers `uri` with the admin API at `admin`, retrying while it does not answer.
 pub async fn register(admin: &str, uri: &str) -> Result<(), WorkerError> {
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| WorkerError::Register(e.to_string()))?;
+    let http = crate::ingress::http_client(admin, Duration::from_secs(10))
+        .map_err(WorkerError::Register)?;
     let url = format!("{}/deployments", admin.trim_end_matches('/'));
     let body = serde_json::json!({ "uri": uri, "force": true });
     let deadline = tokio::time::Instant::now() + REGISTRATION_BUDGET;

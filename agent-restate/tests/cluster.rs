@@ -240,11 +240,8 @@ fn a_replay_unsafe_call_that_may_have_started_is_never_run_again() {
     let events = setup.wait_ended("run-unsafe");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
     assert_eq!(setup.lines("count_unsafe.count", "call-0"), 1, "executed once");
-    let reported = events.iter().any(|e| {
-        kind(e) == TOOL_COMPLETED
-            && e["payload_json"].as_str().unwrap().contains("outcome is uncertain")
-    });
-    assert!(reported, "reported as uncertain: {events:?}");
+    assert!(events.iter().any(|e| kind(e) == TOOL_COMPLETED), "{events:?}");
+    assert_eq!(setup.lines("uncertain.log", "unsafe 1"), 1, "the model read it as uncertain");
 }
 
 #[test]

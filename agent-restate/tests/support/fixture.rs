@@ -96,6 +96,9 @@ impl ModelProvider for Script {
         let turn = messages.iter().filter(|m| m.role() == Role::Assistant).count();
         let word = plan.get(turn).cloned().unwrap_or_default();
         append("model.log", &format!("{tag} {turn} {word}"));
+        if format!("{messages:?}").contains(agent_restate::execution::UNCERTAIN_CALL) {
+            append("uncertain.log", &format!("{tag} {turn}"));
+        }
         let items = match word.as_str() {
             "text" => done("hello from the cluster"),
             "slow" => vec![
