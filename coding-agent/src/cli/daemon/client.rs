@@ -14,6 +14,7 @@ use agent_client_grpc::managed::{
 use agent_client_grpc::{GrpcSession, new_attempt_id};
 use agent_endpoint::{Store, UserScope};
 
+use super::follow::AdapterHooks;
 use super::index::{RunEntry, RunIndex};
 use super::state::DaemonState;
 use crate::cli::error::CliError;
@@ -336,5 +337,30 @@ impl Endpoint {
                 entry.state = state.to_owned();
             }
         });
+    }
+}
+
+/// The local daemon's hooks for a run this process reconnected to (`attach`, `cancel`):
+/// the run index records how it ended and says who took it over. Such a run is never
+/// started through them (`agent run --daemon` has its own, which name the workspace).
+impl AdapterHooks<GrpcSession> for Endpoint {
+    fn started(
+        &self,
+        connection: &c::Connection,
+        run: &c::RunRef,
+        definition: &str,
+    ) -> Result<(), CliError> {
+        self.record_run(connection, run.as_str(), definition, "running")
+    }
+
+    fn ended(&self, run: &str, state: &str) {
+        self.record_state(run, state);
+    }
+
+    fn taken_over_by(&self, run: &str) -> Option<String> {
+        self.index
+            .read()
+            .ok()
+            .and_then(|index| index.runs.get(run).and_then(|e| e.taken_over_by.clone()))
     }
 }

@@ -10,7 +10,7 @@ use crate::cli::error::CliError;
 use crate::cli::snapshot::{self, SnapshotFile};
 
 use super::client::Endpoint;
-use super::run::terminal_state;
+use super::follow::{AdapterHooks, terminal_state};
 use super::{client_error, io_error, operation};
 
 /// A line on stdout; a closed stdout ends the command quietly (see `crate::cli::output`).
@@ -62,16 +62,31 @@ pub async fn cancel(args: &RunRef) -> Result<ExitCode, CliError> {
     let name = &args.run;
     let endpoint = Endpoint::open()?;
     let (session, _) = endpoint.reconnect(name, "cancel").await?;
+    cancel_run(&session, name, &endpoint).await
+}
+
+/// `agent cancel`'s generic part, over a session that may cancel the run `name`: asks for
+/// the cancel, waits (at most [`CANCEL_WAIT`]) for the run's terminal event, closes the
+/// session, records the state through `hooks` and prints how the run ended.
+pub(crate) async fn cancel_run<S, H>(
+    session: &S,
+    name: &str,
+    hooks: &H,
+) -> Result<ExitCode, CliError>
+where
+    S: c::Session,
+    H: AdapterHooks<S>,
+{
     let run = c::RunRef::new(name).map_err(|e| io_error("run", e))?;
     let reason = c::CancelReason::new("agent cancel").ok();
     let outcome = session.cancel(operation()?, run.clone(), reason).await;
     let requested = matches!(outcome, Ok(c::CancelResult::Requested));
     let state = match outcome {
         Ok(c::CancelResult::AlreadyTerminal(sequence)) => {
-            terminal_state(&session, &run, sequence - 1).await
+            terminal_state(session, &run, sequence - 1).await
         }
         Ok(c::CancelResult::Requested) => {
-            match tokio::time::timeout(CANCEL_WAIT, terminal_state(&session, &run, 0)).await {
+            match tokio::time::timeout(CANCEL_WAIT, terminal_state(session, &run, 0)).await {
                 Ok(state) => state,
                 Err(_) => Err(CliError::Daemon(format!(
                     "run {name}: the daemon accepted the cancel, but the run did not end within {} s",
@@ -83,7 +98,7 @@ pub async fn cancel(args: &RunRef) -> Result<ExitCode, CliError> {
     };
     session.close();
     let state = state?;
-    endpoint.record_state(name, state);
+    hooks.ended(name, state);
     if requested && state == "cancelled" {
         println(&format!("cancelled: run {name}"))?;
     } else {

@@ -17,6 +17,11 @@
 //!   reconnect as that client (as does `cancel`). A reconnect fences the earlier session of
 //!   that client, so an `agent run --daemon` still streaming the run stops (exit 1) when
 //!   another process attaches to it, and says which command took the run over.
+//! - Starting, following, attaching to, cancelling and listing runs is written against the
+//!   client seam (`follow.rs`, `cancel_run`, `RunLister`), generic over any
+//!   [`agent_client::Session`]; the local daemon's specifics (the workspace, the run index,
+//!   the attachment locks) reach it through `AdapterHooks`, so another adapter's session is
+//!   followed the same way.
 //!
 //! Where files live: the endpoint scope (`$AGENT_SCOPE_DIR`, else
 //! `$XDG_RUNTIME_DIR/spice-agent`, else `/tmp/spice-agent-<uid>`) holds the socket, the
@@ -27,6 +32,7 @@
 mod admin;
 mod client;
 mod control;
+mod follow;
 pub mod index;
 mod limits;
 mod run;
