@@ -86,6 +86,5 @@ pub use options::{EngineError, EngineOptions};
 pub use run::{LocalResume, Run, RunError, RunOutput, RunStatus, SuspendError};
 pub use snapshot::{
     CallState, MAX_SNAPSHOT_BYTES, SNAPSHOT_VERSION, Snapshot, SnapshotError, SnapshotStatus,
-    UNCERTAIN_CALL_NOT_RUN_AGAIN,
-    UnfinishedCall,
+    UNCERTAIN_CALL_NOT_RUN_AGAIN, UnfinishedCall,
 };

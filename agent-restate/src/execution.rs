@@ -167,7 +167,11 @@ impl Execution {
 
     /// Every event buffered so far is determined by the record.
     fn mark_determined(&self) {
-        let count = self.events.lock().unwrap_or_else(PoisonError::into_inner).len();
+        let count = self
+            .events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .len();
         self.determined.fetch_max(count, Ordering::SeqCst);
     }
 
@@ -249,7 +253,11 @@ impl ModelProvider for RecordedProvider {
                     let token = format!("{}-turn-{index}", execution.token);
                     match execution
                         .ingress
-                        .call::<_, TurnRecord>(&execution.record("record_turn"), &request, Some(&token))
+                        .call::<_, TurnRecord>(
+                            &execution.record("record_turn"),
+                            &request,
+                            Some(&token),
+                        )
                         .await
                     {
                         Ok(winner) => winner,
@@ -281,10 +289,8 @@ async fn read_turn(provider: &dyn ModelProvider, request: ModelRequest) -> TurnR
     loop {
         match stream.next().await {
             Ok(Some(item)) => {
-                let terminal = matches!(
-                    item,
-                    StreamEvent::Completed { .. } | StreamEvent::Failed(_)
-                );
+                let terminal =
+                    matches!(item, StreamEvent::Completed { .. } | StreamEvent::Failed(_));
                 items.push(item);
                 if terminal || items.len() >= MAX_TURN_ITEMS {
                     break;
@@ -354,10 +360,7 @@ struct EventSink {
 }
 
 impl Observer for EventSink {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> BoxFuture<'a, Result<(), ObserverError>> {
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<(), ObserverError>> {
         if let Some(event) = agent_server::event_to_wire(envelope) {
             let wire = WireEvent {
                 sequence: event.sequence,
@@ -512,7 +515,11 @@ async fn execute<F: RunFactory>(
     cancelled: bool,
 ) -> Result<Step, String> {
     let replay: Replay = ingress
-        .call(&Target::keyed(RUN_RECORD, &start.run_id, "replay"), &(), None)
+        .call(
+            &Target::keyed(RUN_RECORD, &start.run_id, "replay"),
+            &(),
+            None,
+        )
         .await
         .map_err(|e| e.to_string())?;
     let agent = factory
@@ -537,8 +544,7 @@ async fn execute<F: RunFactory>(
         waiting_notify: Notify::new(),
     });
     let runs = factory.durable_runs();
-    runs.lock()
-        .insert(start.run_id.clone(), execution.clone());
+    runs.lock().insert(start.run_id.clone(), execution.clone());
     let _registered = Registered {
         runs: &runs,
         run_id: start.run_id.clone(),
@@ -560,7 +566,10 @@ async fn drive(
 ) -> Result<Step, String> {
     // Published events are a prefix of this execution's: the replay determines them.
     let input = Message::user(start.input.as_str()).map_err(|e| e.to_string())?;
-    let run = engine.start(agent, input).await.map_err(|e| e.to_string())?;
+    let run = engine
+        .start(agent, input)
+        .await
+        .map_err(|e| e.to_string())?;
     let mut publish = tokio::time::interval(PUBLISH_INTERVAL);
     let mut poll = tokio::time::interval(CANCEL_POLL_INTERVAL);
     let mut cancelling = false;

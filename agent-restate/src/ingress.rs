@@ -55,8 +55,7 @@ pub struct Ingress {
 impl Ingress {
     /// The ingress at `base` (`http://host:8080`).
     pub fn new(base: &str) -> Result<Ingress, IngressError> {
-        let http = http_client(base, REQUEST_TIMEOUT)
-            .map_err(IngressError::Unavailable)?;
+        let http = http_client(base, REQUEST_TIMEOUT).map_err(IngressError::Unavailable)?;
         Ok(Ingress {
             base: base.trim_end_matches('/').to_owned(),
             http,
@@ -83,6 +82,12 @@ impl Ingress {
     {
         let url = target.url(&self.base, false);
         let bytes = self.post(&url, body, idempotency).await?;
+        // A handler that returns `()` answers with an empty body.
+        let bytes = if bytes.is_empty() {
+            b"null".to_vec()
+        } else {
+            bytes
+        };
         serde_json::from_slice(&bytes).map_err(|e| IngressError::Malformed(e.to_string()))
     }
 
@@ -115,7 +120,8 @@ impl Ingress {
     where
         Req: Serialize + ?Sized,
     {
-        let payload = serde_json::to_vec(body).map_err(|e| IngressError::Malformed(e.to_string()))?;
+        let payload =
+            serde_json::to_vec(body).map_err(|e| IngressError::Malformed(e.to_string()))?;
         let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
         let mut pause = FIRST_RETRY_PAUSE;
         loop {

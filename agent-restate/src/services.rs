@@ -6,7 +6,10 @@
 //!   tool claims and outcomes), the published events, the pending interactions;
 //! - [`Runs`], the front door: validates a start before anything exists, and the catalog;
 //! - [`RunIndex`], one virtual object listing the runs.
-#![allow(missing_docs, reason = "the SDK's macros generate undocumented client methods")]
+#![allow(
+    missing_docs,
+    reason = "the SDK's macros generate undocumented client methods"
+)]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -158,10 +161,7 @@ impl AgentRun {
         answer: Json<Answer>,
     ) -> Result<(), HandlerError> {
         let answer = answer.into_inner();
-        ctx.resolve_promise(
-            &answer_promise(&answer.interaction_id),
-            Json(answer.value),
-        );
+        ctx.resolve_promise(&answer_promise(&answer.interaction_id), Json(answer.value));
         Ok(())
     }
 
@@ -253,13 +253,21 @@ impl RunRecord {
     ) -> Result<Json<Claim>, HandlerError> {
         let ClaimRequest { call_id, execution } = request.into_inner();
         let key = call_key(&call_id);
-        let claim = match ctx.get::<Json<CallEntry>>(&key).await?.map(Json::into_inner) {
+        let claim = match ctx
+            .get::<Json<CallEntry>>(&key)
+            .await?
+            .map(Json::into_inner)
+        {
             Some(CallEntry::Done(outcome)) => Claim::Done(outcome),
             Some(CallEntry::Claimed { execution: owner }) if owner == execution => Claim::Granted,
             Some(CallEntry::Claimed { .. }) => Claim::Taken,
             None => {
                 ctx.set(&key, Json(CallEntry::Claimed { execution }));
-                let mut calls = ctx.get::<Json<Vec<String>>>(CALLS).await?.map(Json::into_inner).unwrap_or_default();
+                let mut calls = ctx
+                    .get::<Json<Vec<String>>>(CALLS)
+                    .await?
+                    .map(Json::into_inner)
+                    .unwrap_or_default();
                 calls.push(call_id);
                 ctx.set(CALLS, Json(calls));
                 Claim::Granted
@@ -277,7 +285,11 @@ impl RunRecord {
     ) -> Result<(), HandlerError> {
         let FinishCall { call_id, outcome } = request.into_inner();
         let key = call_key(&call_id);
-        match ctx.get::<Json<CallEntry>>(&key).await?.map(Json::into_inner) {
+        match ctx
+            .get::<Json<CallEntry>>(&key)
+            .await?
+            .map(Json::into_inner)
+        {
             Some(CallEntry::Done(_)) => {}
             Some(CallEntry::Claimed { .. }) => ctx.set(&key, Json(CallEntry::Done(outcome))),
             None => return Err(refuse(CONFLICT, "an outcome of a call nobody claimed")),
@@ -321,8 +333,16 @@ impl RunRecord {
         interaction: Json<PendingInteraction>,
     ) -> Result<(), HandlerError> {
         let interaction = interaction.into_inner();
-        let answered = ctx.get::<Json<Vec<String>>>(ANSWERED).await?.map(Json::into_inner).unwrap_or_default();
-        let mut pending = ctx.get::<Json<Vec<PendingInteraction>>>(PENDING).await?.map(Json::into_inner).unwrap_or_default();
+        let answered = ctx
+            .get::<Json<Vec<String>>>(ANSWERED)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
+        let mut pending = ctx
+            .get::<Json<Vec<PendingInteraction>>>(PENDING)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         if ctx.get::<String>(ENDED).await?.is_some()
             || answered.contains(&interaction.id)
             || pending.iter().any(|p| p.id == interaction.id)
@@ -344,18 +364,32 @@ impl RunRecord {
         let answer = answer.into_inner();
         let size = serde_json::to_vec(&answer.value).map_or(usize::MAX, |b| b.len());
         if size > MAX_ANSWER_BYTES {
-            return Err(refuse(BAD_INPUT, format!("an answer is at most {MAX_ANSWER_BYTES} bytes")));
+            return Err(refuse(
+                BAD_INPUT,
+                format!("an answer is at most {MAX_ANSWER_BYTES} bytes"),
+            ));
         }
-        let mut answered = ctx.get::<Json<Vec<String>>>(ANSWERED).await?.map(Json::into_inner).unwrap_or_default();
+        let mut answered = ctx
+            .get::<Json<Vec<String>>>(ANSWERED)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         if answered.contains(&answer.interaction_id) {
             return Err(refuse(CONFLICT, "this interaction is already answered"));
         }
-        let mut pending = ctx.get::<Json<Vec<PendingInteraction>>>(PENDING).await?.map(Json::into_inner).unwrap_or_default();
+        let mut pending = ctx
+            .get::<Json<Vec<PendingInteraction>>>(PENDING)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         let Some(index) = pending.iter().position(|p| p.id == answer.interaction_id) else {
             return Err(refuse(NOT_FOUND, "no such interaction waits in this run"));
         };
         if !fits_schema(&answer.value, &pending[index].schema) {
-            return Err(refuse(BAD_INPUT, "the answer does not fit the interaction's schema"));
+            return Err(refuse(
+                BAD_INPUT,
+                "the answer does not fit the interaction's schema",
+            ));
         }
         pending.remove(index);
         answered.push(answer.interaction_id.clone());
@@ -372,7 +406,9 @@ impl RunRecord {
     async fn cancel(&self, ctx: ObjectContext<'_>) -> Result<Json<RunState>, HandlerError> {
         if ctx.get::<String>(ENDED).await?.is_none() {
             ctx.set(CANCEL, true);
-            ctx.workflow_client::<AgentRunClient<'_>>(ctx.key()).wake().send();
+            ctx.workflow_client::<AgentRunClient<'_>>(ctx.key())
+                .wake()
+                .send();
         }
         Ok(Json(state_of!(ctx)))
     }
@@ -387,11 +423,22 @@ impl RunRecord {
         };
         for index in 0..ctx.get::<u32>(TURNS).await?.unwrap_or(0) {
             let turn = ctx.get::<Json<TurnRecord>>(&turn_key(index)).await?;
-            replay.turns.push(turn.ok_or_else(|| refuse(CONFLICT, "a recorded turn is missing"))?.into_inner());
+            replay.turns.push(
+                turn.ok_or_else(|| refuse(CONFLICT, "a recorded turn is missing"))?
+                    .into_inner(),
+            );
         }
-        let calls = ctx.get::<Json<Vec<String>>>(CALLS).await?.map(Json::into_inner).unwrap_or_default();
+        let calls = ctx
+            .get::<Json<Vec<String>>>(CALLS)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         for call in calls {
-            if let Some(CallEntry::Done(outcome)) = ctx.get::<Json<CallEntry>>(&call_key(&call)).await?.map(Json::into_inner) {
+            if let Some(CallEntry::Done(outcome)) = ctx
+                .get::<Json<CallEntry>>(&call_key(&call))
+                .await?
+                .map(Json::into_inner)
+            {
                 replay.calls.insert(call, outcome);
             }
         }
@@ -430,7 +477,6 @@ impl RunRecord {
         }))
     }
 }
-
 
 /// Whether `value` fits the subset of JSON Schema interactions use: `enum`, `const` and
 /// `type`; other keywords are not checked.
@@ -478,7 +524,11 @@ impl Runs {
     /// Starts a run: refused with nothing created when the definition is unknown, the
     /// input is empty or too large, the id is not a run id, or the id is taken.
     #[handler]
-    async fn start(&self, ctx: Context<'_>, start: Json<StartRun>) -> Result<Json<String>, HandlerError> {
+    async fn start(
+        &self,
+        ctx: Context<'_>,
+        start: Json<StartRun>,
+    ) -> Result<Json<String>, HandlerError> {
         let start = start.into_inner();
         if agent_core::RunId::new(start.run_id.as_str()).is_err() {
             return Err(refuse(BAD_INPUT, "the run id is not a valid run id"));
@@ -489,11 +539,22 @@ impl Runs {
         if start.input.len() > agent_client::MAX_INPUT_TEXT_BYTES {
             return Err(refuse(
                 BAD_INPUT,
-                format!("the input is larger than {} bytes", agent_client::MAX_INPUT_TEXT_BYTES),
+                format!(
+                    "the input is larger than {} bytes",
+                    agent_client::MAX_INPUT_TEXT_BYTES
+                ),
             ));
         }
-        if !self.executor.catalog().iter().any(|d| d.id == start.definition) {
-            return Err(refuse(NOT_FOUND, format!("no definition `{}` is served", start.definition)));
+        if !self
+            .executor
+            .catalog()
+            .iter()
+            .any(|d| d.id == start.definition)
+        {
+            return Err(refuse(
+                NOT_FOUND,
+                format!("no definition `{}` is served", start.definition),
+            ));
         }
         let started_unix_ms = ctx
             .run(|| async {
@@ -537,7 +598,11 @@ impl RunIndex {
     #[handler]
     async fn add(&self, ctx: ObjectContext<'_>, run: Json<IndexedRun>) -> Result<(), HandlerError> {
         let run = run.into_inner();
-        let mut runs = ctx.get::<Json<Vec<IndexedRun>>>(RUNS_KEY).await?.map(Json::into_inner).unwrap_or_default();
+        let mut runs = ctx
+            .get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         if runs.iter().any(|r| r.run_id == run.run_id) {
             return Err(refuse(CONFLICT, "a run with this id exists"));
         }
@@ -551,9 +616,17 @@ impl RunIndex {
 
     /// Marks a run ended.
     #[handler]
-    async fn finish(&self, ctx: ObjectContext<'_>, ended: Json<(String, String)>) -> Result<(), HandlerError> {
+    async fn finish(
+        &self,
+        ctx: ObjectContext<'_>,
+        ended: Json<(String, String)>,
+    ) -> Result<(), HandlerError> {
         let (run_id, kind) = ended.into_inner();
-        let mut runs = ctx.get::<Json<Vec<IndexedRun>>>(RUNS_KEY).await?.map(Json::into_inner).unwrap_or_default();
+        let mut runs = ctx
+            .get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default();
         if let Some(run) = runs.iter_mut().find(|r| r.run_id == run_id) {
             run.ended = Some(kind);
             ctx.set(RUNS_KEY, Json(runs));
@@ -563,8 +636,16 @@ impl RunIndex {
 
     /// Every indexed run.
     #[handler]
-    async fn list(&self, ctx: SharedObjectContext<'_>) -> Result<Json<Vec<IndexedRun>>, HandlerError> {
-        Ok(Json(ctx.get::<Json<Vec<IndexedRun>>>(RUNS_KEY).await?.map(Json::into_inner).unwrap_or_default()))
+    async fn list(
+        &self,
+        ctx: SharedObjectContext<'_>,
+    ) -> Result<Json<Vec<IndexedRun>>, HandlerError> {
+        Ok(Json(
+            ctx.get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
+                .await?
+                .map(Json::into_inner)
+                .unwrap_or_default(),
+        ))
     }
 }
 

@@ -56,7 +56,10 @@ impl Setup {
             balancer,
             workers: Vec::new(),
             dir,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         setup.add_worker();
         setup.add_worker();
@@ -64,7 +67,11 @@ impl Setup {
     }
 
     fn add_worker(&mut self) {
-        let env: Vec<(&str, &str)> = self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        let env: Vec<(&str, &str)> = self
+            .env
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
         let worker = Worker::start(
             &self.dir,
             &self.engine.admin_url(),
@@ -84,7 +91,10 @@ impl Setup {
             if status == 200 && body.contains(fixture::DEFINITION) {
                 return;
             }
-            assert!(Instant::now() < deadline, "the workers never registered: {status} {body}");
+            assert!(
+                Instant::now() < deadline,
+                "the workers never registered: {status} {body}"
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
     }
@@ -118,7 +128,8 @@ impl Setup {
         let mut events = Vec::new();
         loop {
             let after = events.len() as u64;
-            let (status, body) = self.record(run_id, "events", json!({ "after": after, "limit": 512 }));
+            let (status, body) =
+                self.record(run_id, "events", json!({ "after": after, "limit": 512 }));
             assert_eq!(status, 200, "{body}");
             let page: Value = serde_json::from_str(&body).unwrap();
             let batch = page["events"].as_array().unwrap().clone();
@@ -132,7 +143,11 @@ impl Setup {
     fn wait_ended(&self, run_id: &str) -> Vec<Value> {
         let deadline = Instant::now() + PATIENCE;
         while self.state(run_id)["ended"].is_null() {
-            assert!(Instant::now() < deadline, "run {run_id} never ended\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "run {run_id} never ended\n{}",
+                self.logs()
+            );
             std::thread::sleep(Duration::from_millis(100));
         }
         let events = self.events(run_id);
@@ -149,7 +164,11 @@ impl Setup {
             if let Some(line) = text.lines().find(|l| l.starts_with(prefix)) {
                 return line.rsplit(' ').next().unwrap().parse().unwrap();
             }
-            assert!(Instant::now() < deadline, "no `{prefix}` in {file}\n{}", self.logs());
+            assert!(
+                Instant::now() < deadline,
+                "no `{prefix}` in {file}\n{}",
+                self.logs()
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -160,17 +179,26 @@ impl Setup {
     }
 
     fn kill_worker(&mut self, pid: u32) {
-        let worker = self.workers.iter_mut().find(|w| w.pid() == pid).expect("a worker with that pid");
+        let worker = self
+            .workers
+            .iter_mut()
+            .find(|w| w.pid() == pid)
+            .expect("a worker with that pid");
         worker.kill9();
     }
 
     fn logs(&self) -> String {
         let mut out = format!("engine log:\n{}\n", self.engine.log_tail());
         for worker in &self.workers {
-            let path = self.dir.join(format!("worker-{}.log", worker.address.port()));
+            let path = self
+                .dir
+                .join(format!("worker-{}.log", worker.address.port()));
             let text = std::fs::read_to_string(path).unwrap_or_default();
             let tail: String = text.lines().rev().take(20).collect::<Vec<_>>().join("\n");
-            out.push_str(&format!("worker {} log (last lines, newest first):\n{tail}\n", worker.pid()));
+            out.push_str(&format!(
+                "worker {} log (last lines, newest first):\n{tail}\n",
+                worker.pid()
+            ));
         }
         out
     }
@@ -182,14 +210,21 @@ fn kind(event: &Value) -> i64 {
 
 fn check_gap_free_with_one_terminal(events: &[Value]) {
     for (i, event) in events.iter().enumerate() {
-        assert_eq!(event["sequence"].as_u64(), Some(i as u64 + 1), "a gap before {event}");
+        assert_eq!(
+            event["sequence"].as_u64(),
+            Some(i as u64 + 1),
+            "a gap before {event}"
+        );
     }
     let terminals: Vec<_> = events
         .iter()
         .filter(|e| [RUN_COMPLETED, RUN_FAILED, RUN_CANCELLED].contains(&kind(e)))
         .collect();
     assert_eq!(terminals.len(), 1, "exactly one terminal: {terminals:?}");
-    assert!(std::ptr::eq(terminals[0], events.last().unwrap()), "the terminal is last");
+    assert!(
+        std::ptr::eq(terminals[0], events.last().unwrap()),
+        "the terminal is last"
+    );
 }
 
 fn deltas_containing(events: &[Value], text: &str) -> usize {
@@ -200,28 +235,43 @@ fn deltas_containing(events: &[Value], text: &str) -> usize {
 }
 
 fn lock() -> std::sync::MutexGuard<'static, ()> {
-    ONE_AT_A_TIME.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 #[test]
 fn a_killed_worker_s_run_continues_elsewhere_without_asking_a_finished_turn_again() {
     let _turn = lock();
-    let Some(mut setup) = Setup::start(&[("FIXTURE_SLOW_MS", "3000")]) else { return };
+    let Some(mut setup) = Setup::start(&[("FIXTURE_SLOW_MS", "3000")]) else {
+        return;
+    };
     setup.start_run("run-failover", "failover safe slow");
     // Turn 0 (a tool call) finished; turn 1 streams its first delta, then dies with its worker.
     let pid = setup.wait_line("model.log", "failover 1 slow");
     setup.kill_worker(pid);
     let events = setup.wait_ended("run-failover");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED, "{events:?}");
-    assert_eq!(setup.lines("model.log", "failover 0 "), 1, "a finished turn is not asked again");
-    assert_eq!(setup.lines("model.log", "failover 1 "), 2, "the cut-off turn is asked again");
-    assert_eq!(deltas_containing(&events, "partial"), 1, "no duplicated partial delta");
+    assert_eq!(
+        setup.lines("model.log", "failover 0 "),
+        1,
+        "a finished turn is not asked again"
+    );
+    assert_eq!(
+        setup.lines("model.log", "failover 1 "),
+        2,
+        "the cut-off turn is asked again"
+    );
+    assert_eq!(
+        deltas_containing(&events, "partial"),
+        1,
+        "no duplicated partial delta"
+    );
     assert_eq!(setup.lines("count_safe.count", "call-0"), 1);
     let last_pid = std::fs::read_to_string(setup.dir.join("model.log"))
         .unwrap()
         .lines()
-        .filter(|l| l.starts_with("failover 1 "))
-        .last()
+        .rfind(|l| l.starts_with("failover 1 "))
         .unwrap()
         .rsplit(' ')
         .next()
@@ -233,37 +283,66 @@ fn a_killed_worker_s_run_continues_elsewhere_without_asking_a_finished_turn_agai
 #[test]
 fn a_replay_unsafe_call_that_may_have_started_is_never_run_again() {
     let _turn = lock();
-    let Some(mut setup) = Setup::start(&[("FIXTURE_TOOL_MS", "3000")]) else { return };
+    let Some(mut setup) = Setup::start(&[("FIXTURE_TOOL_MS", "3000")]) else {
+        return;
+    };
     setup.start_run("run-unsafe", "unsafe unsafe");
     let pid = setup.wait_line("count_unsafe.count", "call-0");
     setup.kill_worker(pid);
     let events = setup.wait_ended("run-unsafe");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
-    assert_eq!(setup.lines("count_unsafe.count", "call-0"), 1, "executed once");
-    assert!(events.iter().any(|e| kind(e) == TOOL_COMPLETED), "{events:?}");
-    assert_eq!(setup.lines("uncertain.log", "unsafe 1"), 1, "the model read it as uncertain");
+    assert_eq!(
+        setup.lines("count_unsafe.count", "call-0"),
+        1,
+        "executed once"
+    );
+    assert!(
+        events.iter().any(|e| kind(e) == TOOL_COMPLETED),
+        "{events:?}"
+    );
+    assert_eq!(
+        setup.lines("uncertain.log", "unsafe 1"),
+        1,
+        "the model read it as uncertain"
+    );
 }
 
 #[test]
 fn a_replay_safe_call_cut_off_by_a_crash_runs_again() {
     let _turn = lock();
-    let Some(mut setup) = Setup::start(&[("FIXTURE_TOOL_MS", "3000")]) else { return };
+    let Some(mut setup) = Setup::start(&[("FIXTURE_TOOL_MS", "3000")]) else {
+        return;
+    };
     setup.start_run("run-safe", "safe safe");
     let pid = setup.wait_line("count_safe.count", "call-0");
     setup.kill_worker(pid);
     let events = setup.wait_ended("run-safe");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
-    assert_eq!(setup.lines("count_safe.count", "call-0"), 2, "run again after the crash");
+    assert_eq!(
+        setup.lines("count_safe.count", "call-0"),
+        2,
+        "run again after the crash"
+    );
 }
 
 #[test]
 fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
     let _turn = lock();
-    let Some(mut setup) = Setup::start(&[]) else { return };
+    let Some(mut setup) = Setup::start(&[]) else {
+        return;
+    };
     setup.start_run("run-ask", "ask ask");
     let deadline = Instant::now() + PATIENCE;
-    while setup.state("run-ask")["pending"].as_array().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "no pending interaction\n{}", setup.logs());
+    while setup.state("run-ask")["pending"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no pending interaction\n{}",
+            setup.logs()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     // Every worker dies while the run waits; a new one serves the answer.
@@ -273,13 +352,25 @@ fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
     }
     setup.add_worker();
     let answer = |id: &str, value: Value| {
-        setup.record("run-ask", "answer", json!({ "interaction_id": id, "value": value }))
+        setup.record(
+            "run-ask",
+            "answer",
+            json!({ "interaction_id": id, "value": value }),
+        )
     };
     assert_eq!(answer("approve-call-0", json!("maybe")).0, 400, "malformed");
     assert_eq!(answer("approve-call-9", json!(true)).0, 404, "foreign");
-    assert_eq!(setup.state("run-ask")["pending"].as_array().unwrap().len(), 1, "unchanged");
+    assert_eq!(
+        setup.state("run-ask")["pending"].as_array().unwrap().len(),
+        1,
+        "unchanged"
+    );
     assert_eq!(answer("approve-call-0", json!(true)).0, 200);
-    assert_eq!(answer("approve-call-0", json!(true)).0, 409, "a second answer");
+    assert_eq!(
+        answer("approve-call-0", json!(true)).0,
+        409,
+        "a second answer"
+    );
     let events = setup.wait_ended("run-ask");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
     assert_eq!(setup.lines("guarded.count", "call-0"), 1);
@@ -288,54 +379,108 @@ fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
 #[test]
 fn cancellation_ends_a_running_and_a_waiting_run_once() {
     let _turn = lock();
-    let Some(setup) = Setup::start(&[("FIXTURE_SLOW_MS", "20000")]) else { return };
+    let Some(setup) = Setup::start(&[("FIXTURE_SLOW_MS", "20000")]) else {
+        return;
+    };
     setup.start_run("run-cancel-running", "running slow");
     setup.wait_line("model.log", "running 0 slow");
-    assert_eq!(setup.record("run-cancel-running", "cancel", json!(null)).0, 200);
+    assert_eq!(
+        setup.record("run-cancel-running", "cancel", json!(null)).0,
+        200
+    );
     let events = setup.wait_ended("run-cancel-running");
     assert_eq!(kind(events.last().unwrap()), RUN_CANCELLED);
 
     setup.start_run("run-cancel-waiting", "waiting ask");
     let deadline = Instant::now() + PATIENCE;
-    while setup.state("run-cancel-waiting")["pending"].as_array().unwrap().is_empty() {
-        assert!(Instant::now() < deadline, "no pending interaction\n{}", setup.logs());
+    while setup.state("run-cancel-waiting")["pending"]
+        .as_array()
+        .unwrap()
+        .is_empty()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "no pending interaction\n{}",
+            setup.logs()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(setup.record("run-cancel-waiting", "cancel", json!(null)).0, 200);
+    assert_eq!(
+        setup.record("run-cancel-waiting", "cancel", json!(null)).0,
+        200
+    );
     let events = setup.wait_ended("run-cancel-waiting");
     assert_eq!(kind(events.last().unwrap()), RUN_CANCELLED);
-    assert_eq!(setup.lines("guarded.count", ""), 0, "the refused call never ran");
+    assert_eq!(
+        setup.lines("guarded.count", ""),
+        0,
+        "the refused call never ran"
+    );
 }
 
 #[test]
 fn runs_continue_when_the_engine_is_killed_and_restarted() {
     let _turn = lock();
-    let Some(mut setup) = Setup::start(&[("FIXTURE_SLOW_MS", "3000")]) else { return };
+    let Some(mut setup) = Setup::start(&[("FIXTURE_SLOW_MS", "3000")]) else {
+        return;
+    };
     setup.start_run("run-engine", "engine safe slow");
     setup.wait_line("model.log", "engine 1 slow");
     setup.engine.kill9();
     setup.engine.restart();
     let events = setup.wait_ended("run-engine");
-    assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED, "{}", setup.logs());
+    assert_eq!(
+        kind(events.last().unwrap()),
+        RUN_COMPLETED,
+        "{}",
+        setup.logs()
+    );
     assert_eq!(setup.lines("model.log", "engine 0 "), 1);
 }
 
 #[test]
 fn bad_starts_are_refused_and_change_nothing() {
     let _turn = lock();
-    let Some(setup) = Setup::start(&[]) else { return };
-    let start = |run_id: &str, definition: &str, input: &str| {
-        setup.call("Runs/start", json!({ "run_id": run_id, "definition": definition, "input": input })).0
+    let Some(setup) = Setup::start(&[]) else {
+        return;
     };
-    assert_eq!(start("run-bad-1", "nobody", "text"), 404, "unknown definition");
+    let start = |run_id: &str, definition: &str, input: &str| {
+        setup
+            .call(
+                "Runs/start",
+                json!({ "run_id": run_id, "definition": definition, "input": input }),
+            )
+            .0
+    };
+    assert_eq!(
+        start("run-bad-1", "nobody", "text"),
+        404,
+        "unknown definition"
+    );
     let oversized = "x".repeat(agent_client::MAX_INPUT_TEXT_BYTES + 1);
-    assert_eq!(start("run-bad-2", fixture::DEFINITION, &oversized), 400, "oversized input");
-    assert_eq!(start("run-bad-3", fixture::DEFINITION, "  "), 400, "empty input");
+    assert_eq!(
+        start("run-bad-2", fixture::DEFINITION, &oversized),
+        400,
+        "oversized input"
+    );
+    assert_eq!(
+        start("run-bad-3", fixture::DEFINITION, "  "),
+        400,
+        "empty input"
+    );
     assert_eq!(start(" ", fixture::DEFINITION, "text"), 400, "not a run id");
     let (status, listed) = setup.call("RunIndex/all/list", json!(null));
-    assert_eq!((status, listed.as_str()), (200, "[]"), "nothing was created");
+    assert_eq!(
+        (status, listed.as_str()),
+        (200, "[]"),
+        "nothing was created"
+    );
     setup.start_run("run-good", "good text");
-    assert_eq!(start("run-good", fixture::DEFINITION, "other"), 409, "a taken id");
+    assert_eq!(
+        start("run-good", fixture::DEFINITION, "other"),
+        409,
+        "a taken id"
+    );
     let events = setup.wait_ended("run-good");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
 }

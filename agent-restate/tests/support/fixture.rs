@@ -1,4 +1,7 @@
-#![allow(unreachable_pub, reason = "a test support module: its items are used by the test files that include it")]
+#![allow(
+    unreachable_pub,
+    reason = "a test support module: its items are used by the test files that include it"
+)]
 //! The fixture worker's composition: a scripted model that follows a plan in the run's
 //! input, counting tools, and an approval guard. Every real model request and every tool
 //! execution appends a line to a file in `FIXTURE_DIR`, so tests count them across
@@ -22,8 +25,8 @@ use agent_core::agent::{AgentDefinition, Engine};
 use agent_core::interaction::InteractionRequest;
 use agent_core::message::Role;
 use agent_core::model::{
-    EventStream, ModelProblem, ModelProvider, ModelRequest, ProviderError, StreamError, StreamEvent,
-    Usage,
+    EventStream, ModelProblem, ModelProvider, ModelRequest, ProviderError, StreamError,
+    StreamEvent, Usage,
 };
 use agent_core::stage::{
     DispatchError, Dispatcher, GuardRequest, Next, StaticToolPlanSource, ToolDispatchGuard,
@@ -42,11 +45,20 @@ fn dir() -> PathBuf {
 }
 
 fn millis(var: &str) -> Duration {
-    Duration::from_millis(std::env::var(var).ok().and_then(|v| v.parse().ok()).unwrap_or(0))
+    Duration::from_millis(
+        std::env::var(var)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    )
 }
 
 fn append(file: &str, line: &str) {
-    if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(dir().join(file)) {
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir().join(file))
+    {
         let _ = writeln!(f, "{line} {}", std::process::id());
     }
 }
@@ -74,7 +86,12 @@ impl EventStream for Slow {
 fn done(text: &str) -> Vec<(Duration, StreamEvent)> {
     vec![
         (Duration::ZERO, StreamEvent::TextDelta(text.to_owned())),
-        (Duration::ZERO, StreamEvent::Completed { usage: Usage::new(1, 1) }),
+        (
+            Duration::ZERO,
+            StreamEvent::Completed {
+                usage: Usage::new(1, 1),
+            },
+        ),
     ]
 }
 
@@ -82,18 +99,32 @@ fn call(turn: usize, tool: &str) -> Vec<(Duration, StreamEvent)> {
     let call = Call::new(format!("call-{turn}"), tool, serde_json::json!({})).expect("call");
     vec![
         (Duration::ZERO, StreamEvent::ToolCall(call)),
-        (Duration::ZERO, StreamEvent::Completed { usage: Usage::new(1, 1) }),
+        (
+            Duration::ZERO,
+            StreamEvent::Completed {
+                usage: Usage::new(1, 1),
+            },
+        ),
     ]
 }
 
 impl ModelProvider for Script {
-    fn stream(&self, request: ModelRequest) -> BoxFuture<'_, Result<Box<dyn EventStream>, ProviderError>> {
+    fn stream(
+        &self,
+        request: ModelRequest,
+    ) -> BoxFuture<'_, Result<Box<dyn EventStream>, ProviderError>> {
         let messages = request.messages();
-        let input = messages.first().map(|m| m.text().into_owned()).unwrap_or_default();
+        let input = messages
+            .first()
+            .map(|m| m.text().into_owned())
+            .unwrap_or_default();
         let mut words = input.split_whitespace();
         let tag = words.next().unwrap_or("untagged").to_owned();
         let plan: Vec<String> = words.map(str::to_owned).collect();
-        let turn = messages.iter().filter(|m| m.role() == Role::Assistant).count();
+        let turn = messages
+            .iter()
+            .filter(|m| m.role() == Role::Assistant)
+            .count();
         let word = plan.get(turn).cloned().unwrap_or_default();
         append("model.log", &format!("{tag} {turn} {word}"));
         if format!("{messages:?}").contains(agent_restate::execution::UNCERTAIN_CALL) {
@@ -103,8 +134,16 @@ impl ModelProvider for Script {
             "text" => done("hello from the cluster"),
             "slow" => vec![
                 (Duration::ZERO, StreamEvent::TextDelta("partial ".into())),
-                (millis("FIXTURE_SLOW_MS"), StreamEvent::TextDelta("rest".into())),
-                (Duration::ZERO, StreamEvent::Completed { usage: Usage::new(1, 1) }),
+                (
+                    millis("FIXTURE_SLOW_MS"),
+                    StreamEvent::TextDelta("rest".into()),
+                ),
+                (
+                    Duration::ZERO,
+                    StreamEvent::Completed {
+                        usage: Usage::new(1, 1),
+                    },
+                ),
             ],
             "wait50" => {
                 let mut items = done("waited");
@@ -115,14 +154,15 @@ impl ModelProvider for Script {
             "safe" => call(turn, "count_safe"),
             "ask" => call(turn, "guarded"),
             "refuse" => {
-                return Box::pin(std::future::ready(Err(ProviderError::new(ModelProblem::new(
-                    "fixture_refused",
-                    "the fixture refuses",
-                )))));
+                return Box::pin(std::future::ready(Err(ProviderError::new(
+                    ModelProblem::new("fixture_refused", "the fixture refuses"),
+                ))));
             }
             _ => done("done"),
         };
-        Box::pin(std::future::ready(Ok(Box::new(Slow { items: items.into() }) as Box<dyn EventStream>)))
+        Box::pin(std::future::ready(Ok(Box::new(Slow {
+            items: items.into(),
+        }) as Box<dyn EventStream>)))
     }
 }
 
@@ -135,7 +175,11 @@ impl Tool for Counting {
         &self.definition
     }
 
-    fn execute<'a>(&'a self, call: Call, _ctx: ToolContext<'a>) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
+    fn execute<'a>(
+        &'a self,
+        call: Call,
+        _ctx: ToolContext<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
         Box::pin(async move {
             let name = self.definition.name().to_owned();
             append(&format!("{name}.count"), call.id());
@@ -149,7 +193,11 @@ impl Tool for Counting {
 struct Approval;
 
 impl ToolDispatchGuard for Approval {
-    fn guard<'a>(&'a self, request: GuardRequest<'a>, next: Next<'a>) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
+    fn guard<'a>(
+        &'a self,
+        request: GuardRequest<'a>,
+        next: Next<'a>,
+    ) -> BoxFuture<'a, Result<ToolResult, DispatchError>> {
         if request.call.name() != "guarded" {
             return next.run();
         }
@@ -162,10 +210,17 @@ impl ToolDispatchGuard for Approval {
                 serde_json::json!({ "enum": [true, false] }),
             )
             .expect("question");
-            match request.scope.requester().request(question, request.cancel).await {
+            match request
+                .scope
+                .requester()
+                .request(question, request.cancel)
+                .await
+            {
                 Ok(answer) if answer.value() == &serde_json::json!(true) => next.run().await,
                 Ok(_) => Ok(ToolResult::problem(call_id, "refused by the user")),
-                Err(_) => Err(DispatchError::Cancelled { call_id: call_id.to_owned() }),
+                Err(_) => Err(DispatchError::Cancelled {
+                    call_id: call_id.to_owned(),
+                }),
             }
         })
     }
@@ -187,17 +242,24 @@ pub struct Fixture {
 
 impl Fixture {
     pub fn new() -> Self {
-        Fixture { runs: Arc::new(DurableRuns::new()) }
+        Fixture {
+            runs: Arc::new(DurableRuns::new()),
+        }
     }
 }
 
 impl RunFactory for Fixture {
     fn catalog(&self) -> Vec<CatalogEntry> {
-        vec![CatalogEntry { id: DEFINITION.into(), model: "script".into(), max_turns: 32 }]
+        vec![CatalogEntry {
+            id: DEFINITION.into(),
+            model: "script".into(),
+            max_turns: 32,
+        }]
     }
 
     fn definition(&self, id: &str) -> Option<AgentDefinition> {
-        (id == DEFINITION).then(|| AgentDefinition::new(DEFINITION, "script", 32).expect("definition"))
+        (id == DEFINITION)
+            .then(|| AgentDefinition::new(DEFINITION, "script", 32).expect("definition"))
     }
 
     fn durable_runs(&self) -> Arc<DurableRuns> {
@@ -214,8 +276,10 @@ impl RunFactory for Fixture {
         .map(|t| (t.definition().name().to_owned(), t))
         .collect();
         let base = Arc::new(Dispatcher::new(tools).map_err(|e| e.to_string())?);
-        let guards: Vec<Arc<dyn ToolDispatchGuard>> =
-            vec![Arc::new(Approval), Arc::new(ToolClaims::new(self.runs.clone()))];
+        let guards: Vec<Arc<dyn ToolDispatchGuard>> = vec![
+            Arc::new(Approval),
+            Arc::new(ToolClaims::new(self.runs.clone())),
+        ];
         let pipeline = compose_pipeline(base, guards, Vec::new()).map_err(|e| e.to_string())?;
         let plans = StaticToolPlanSource::new(pipeline).map_err(|e| e.to_string())?;
         hooks

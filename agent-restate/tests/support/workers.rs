@@ -1,4 +1,7 @@
-#![allow(unreachable_pub, reason = "a test support module: its items are used by the test files that include it")]
+#![allow(
+    unreachable_pub,
+    reason = "a test support module: its items are used by the test files that include it"
+)]
 //! Worker processes and the address in front of them.
 //!
 //! The cluster reaches a deployment at one address; workers are replicas behind it. Here
@@ -16,7 +19,11 @@ use std::time::{Duration, Instant};
 pub const WORKER_LISTEN: &str = "AGENT_RESTATE_WORKER_LISTEN";
 
 pub fn free_port() -> u16 {
-    StdListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    StdListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Forwards each connection to the next backend that accepts.
@@ -33,28 +40,39 @@ impl Balancer {
             .enable_all()
             .build()
             .unwrap();
-        let listener = runtime.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
         let address = listener.local_addr().unwrap();
         let backends: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
         let next = Arc::new(AtomicUsize::new(0));
         let shared = backends.clone();
         runtime.spawn(async move {
             loop {
-                let Ok((mut inbound, _)) = listener.accept().await else { continue };
+                let Ok((mut inbound, _)) = listener.accept().await else {
+                    continue;
+                };
                 let (backends, next) = (shared.clone(), next.clone());
                 tokio::spawn(async move {
                     let candidates = backends.lock().unwrap().clone();
                     for _ in 0..candidates.len() {
                         let i = next.fetch_add(1, Ordering::Relaxed) % candidates.len();
-                        if let Ok(mut outbound) = tokio::net::TcpStream::connect(candidates[i]).await {
-                            let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                        if let Ok(mut outbound) =
+                            tokio::net::TcpStream::connect(candidates[i]).await
+                        {
+                            let _ =
+                                tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                             return;
                         }
                     }
                 });
             }
         });
-        Balancer { address, backends, _runtime: runtime }
+        Balancer {
+            address,
+            backends,
+            _runtime: runtime,
+        }
     }
 
     pub fn url(&self) -> String {
@@ -85,7 +103,12 @@ impl Worker {
         let log = std::fs::File::create(fixture_dir.join(format!("worker-{port}.log"))).unwrap();
         let mut command = Command::new(std::env::current_exe().unwrap());
         command
-            .args(["worker_process", "--exact", "--nocapture", "--test-threads=1"])
+            .args([
+                "worker_process",
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(WORKER_LISTEN, address.to_string())
             .env("AGENT_RESTATE_ADMIN", admin)
             .env("AGENT_RESTATE_INGRESS", ingress)
@@ -124,7 +147,9 @@ impl Drop for Worker {
 
 /// The worker process's main, when [`WORKER_LISTEN`] is set.
 pub fn worker_main<F: agent_restate::execution::RunFactory>(factory: F) {
-    let Ok(listen) = std::env::var(WORKER_LISTEN) else { return };
+    let Ok(listen) = std::env::var(WORKER_LISTEN) else {
+        return;
+    };
     let var = |k: &str| std::env::var(k).unwrap();
     let config = agent_restate::worker::WorkerConfig {
         listen: listen.parse().unwrap(),
@@ -132,8 +157,15 @@ pub fn worker_main<F: agent_restate::execution::RunFactory>(factory: F) {
         admin: var("AGENT_RESTATE_ADMIN"),
         ingress: var("AGENT_RESTATE_INGRESS"),
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .unwrap();
     runtime
-        .block_on(agent_restate::worker::serve(Arc::new(factory), config, std::future::pending()))
+        .block_on(agent_restate::worker::serve(
+            Arc::new(factory),
+            config,
+            std::future::pending(),
+        ))
         .unwrap();
 }
