@@ -96,11 +96,18 @@ const CANCEL_PROMISE: &str = "cancel";
 
 #[restate_sdk::workflow(
     name = "AgentRun",
-    // A waiting run suspends after a minute, so it holds no worker. (At 2 s, a step whose
-    // tool ran longer was cut off and executed again: see docs/scale-out.md.)
-    inactivity_timeout = "1m",
+    // A waiting run suspends after `WorkerConfig::suspend_after` (set when it is bound), so
+    // it holds no worker; a step may take as long as its model and tools take.
     abort_timeout = "1h",
-    invocation_retry_policy(initial_interval = "100ms", factor = 2.0, max_interval = "2s"),
+    // Retried every 2 s for about 5.5 hours (workers or the engine away), then paused, not
+    // killed: `restate invocations resume` continues it.
+    invocation_retry_policy(
+        initial_interval = "100ms",
+        factor = 2.0,
+        max_interval = "2s",
+        max_attempts = 10000,
+        on_max_attempts = "pause",
+    ),
 )]
 impl AgentRun {
     /// Executes the run: each step replays the record and goes on from its end.

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use restate_sdk::prelude::{Endpoint, HttpServer};
+use restate_sdk::prelude::{Endpoint, HttpServer, IntoServiceDefinition as _, ServiceOptions};
 
 use crate::execution::{RunFactory, Worker};
 use crate::ingress::{Ingress, IngressError};
@@ -25,7 +25,13 @@ pub struct WorkerConfig {
     pub admin: String,
     /// The cluster's ingress (`http://host:8080`): the worker writes run records through it.
     pub ingress: String,
+    /// How long a run may wait (for an answer or cancellation) before the engine suspends
+    /// it and it holds no worker; [`DEFAULT_SUSPEND_AFTER`] unless set.
+    pub suspend_after: Duration,
 }
+
+/// The default of [`WorkerConfig::suspend_after`]: the engine's own inactivity default.
+pub const DEFAULT_SUSPEND_AFTER: Duration = Duration::from_secs(60);
 
 /// Why a worker could not serve.
 #[derive(Debug, thiserror::Error)]
@@ -54,7 +60,11 @@ pub async fn serve<F: RunFactory>(
     let executor: Arc<dyn Executor> =
         Arc::new(Worker::new(factory, Ingress::new(&config.ingress)?));
     let endpoint = Endpoint::builder()
-        .bind(AgentRun::new(executor.clone()))
+        .bind(
+            AgentRun::new(executor.clone())
+                .into_service_definition()
+                .options(ServiceOptions::new().inactivity_timeout(config.suspend_after)),
+        )
         .bind(RunRecord)
         .bind(Runs::new(executor))
         .bind(RunIndex)

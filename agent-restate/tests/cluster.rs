@@ -56,8 +56,10 @@ impl Setup {
             balancer,
             workers: Vec::new(),
             dir,
-            env: env
+            // Waiting runs suspend after a second, so the tests see suspension.
+            env: [("AGENT_RESTATE_SUSPEND_AFTER_MS", "1000")]
                 .iter()
+                .chain(env)
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         };
@@ -176,6 +178,19 @@ impl Setup {
     fn lines(&self, file: &str, prefix: &str) -> usize {
         let text = std::fs::read_to_string(self.dir.join(file)).unwrap_or_default();
         text.lines().filter(|l| l.starts_with(prefix)).count()
+    }
+
+    /// The status of the run's workflow invocation, from the engine's own tables.
+    fn invocation_status(&self, run_id: &str) -> String {
+        let query = format!(
+            "SELECT status FROM sys_invocation WHERE target_service_name = 'AgentRun' \
+             AND target_service_key = '{run_id}'"
+        );
+        let url = format!("{}/query", self.engine.admin_url());
+        let body = json!({ "query": query }).to_string();
+        let (_, text) = engine::http("POST", &url, Some(&body)).unwrap_or_default();
+        let rows: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+        rows["rows"][0]["status"].as_str().unwrap_or("").to_owned()
     }
 
     fn kill_worker(&mut self, pid: u32) {
@@ -344,6 +359,16 @@ fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
             setup.logs()
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+    // The waiting run suspends: it holds no worker.
+    let deadline = Instant::now() + PATIENCE;
+    while setup.invocation_status("run-ask") != "suspended" {
+        assert!(
+            Instant::now() < deadline,
+            "never suspended\n{}",
+            setup.logs()
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     // Every worker dies while the run waits; a new one serves the answer.
     let pids: Vec<u32> = setup.workers.iter().map(Worker::pid).collect();

@@ -34,7 +34,7 @@ const PARTITIONS: u16 = 4;
 const SUSPECT: &str = "500ms";
 /// How long an invocation may exchange nothing before the engine asks it to suspend (default
 /// 1 min), so that tests reach suspension quickly.
-const INACTIVITY: &str = "1m";
+const INACTIVITY: &str = "2s";
 /// Answers only once every partition has a running processor.
 const READY_QUERY: &str = r#"{"query": "SELECT count(*) FROM sys_invocation"}"#;
 

@@ -156,6 +156,13 @@ pub fn worker_main<F: agent_restate::execution::RunFactory>(factory: F) {
         advertised: var("AGENT_RESTATE_ADVERTISED"),
         admin: var("AGENT_RESTATE_ADMIN"),
         ingress: var("AGENT_RESTATE_INGRESS"),
+        suspend_after: std::env::var("AGENT_RESTATE_SUSPEND_AFTER_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .map_or(
+                agent_restate::worker::DEFAULT_SUSPEND_AFTER,
+                Duration::from_millis,
+            ),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
