@@ -5,6 +5,7 @@
 //! hooks ([`execution`]). Clients reach the cluster through its ingress ([`ingress`]).
 #![forbid(unsafe_code)]
 
+pub mod beans;
 pub mod execution;
 pub mod ingress;
 pub mod record;
