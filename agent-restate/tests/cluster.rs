@@ -338,6 +338,30 @@ fn a_killed_worker_s_run_continues_elsewhere_without_asking_a_finished_turn_agai
         .unwrap()
         .to_owned();
     assert_ne!(last_pid, pid.to_string(), "another worker finished the run");
+    if let Some(path) = std::env::var_os("AGENT_RESTATE_TRANSCRIPT") {
+        write_transcript(&setup, pid, &events, std::path::Path::new(&path));
+    }
+}
+
+/// The failover as a reader follows it: the workers, every real model request (tag, turn,
+/// plan word, pid), the kill, and the published events.
+fn write_transcript(setup: &Setup, killed: u32, events: &[Value], path: &std::path::Path) {
+    let workers: Vec<String> = setup.workers.iter().map(|w| w.pid().to_string()).collect();
+    let mut out = format!("workers (pids): {}\n", workers.join(", "));
+    out.push_str("model requests (tag turn word pid):\n");
+    let log = std::fs::read_to_string(setup.dir.join("model.log")).unwrap_or_default();
+    for line in log.lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out.push_str(&format!("killed with SIGKILL: {killed}, while turn 1 streamed\n"));
+    out.push_str("published events (sequence kind payload):\n");
+    for event in events {
+        out.push_str(&format!(
+            "  {} {} {}\n",
+            event["sequence"], event["kind"], event["payload_json"]
+        ));
+    }
+    std::fs::write(path, out).unwrap();
 }
 
 #[test]
