@@ -353,7 +353,9 @@ fn write_transcript(setup: &Setup, killed: u32, events: &[Value], path: &std::pa
     for line in log.lines() {
         out.push_str(&format!("  {line}\n"));
     }
-    out.push_str(&format!("killed with SIGKILL: {killed}, while turn 1 streamed\n"));
+    out.push_str(&format!(
+        "killed with SIGKILL: {killed}, while turn 1 streamed\n"
+    ));
     out.push_str("published events (sequence kind payload):\n");
     for event in events {
         out.push_str(&format!(
