@@ -49,6 +49,53 @@ pub const UNCERTAIN_CALL: &str = agent_core::agent::UNCERTAIN_CALL_NOT_RUN_AGAIN
 
 /// What a worker's composition gives an execution: its definitions and an engine built
 /// with the execution's hooks.
+///
+/// ```no_run
+/// use std::collections::BTreeMap;
+/// use std::sync::Arc;
+/// use agent_core::agent::{AgentDefinition, Engine};
+/// use agent_core::model::{ScriptedProvider, StreamEvent, Usage};
+/// use agent_core::stage::{Dispatcher, StaticToolPlanSource};
+/// use agent_restate::execution::{DurableRuns, Hooks, RunFactory};
+/// use agent_restate::record::CatalogEntry;
+/// use agent_restate::worker::{WorkerConfig, DEFAULT_SUSPEND_AFTER, serve};
+///
+/// struct Greeter(Arc<DurableRuns>);
+///
+/// impl RunFactory for Greeter {
+///     fn catalog(&self) -> Vec<CatalogEntry> {
+///         vec![CatalogEntry { id: "greeter".into(), model: "scripted".into(), max_turns: 4 }]
+///     }
+///     fn definition(&self, id: &str) -> Option<AgentDefinition> {
+///         (id == "greeter").then(|| AgentDefinition::new("greeter", "scripted", 4).ok()).flatten()
+///     }
+///     fn durable_runs(&self) -> Arc<DurableRuns> {
+///         self.0.clone()
+///     }
+///     fn engine(&self, hooks: &Hooks) -> Result<Engine, String> {
+///         let model = Arc::new(ScriptedProvider::new(|_| vec![
+///             StreamEvent::TextDelta("Hello.".into()),
+///             StreamEvent::Completed { usage: Usage::new(1, 1) },
+///         ]));
+///         let tools = Dispatcher::new(BTreeMap::new()).map_err(|e| e.to_string())?;
+///         let plans = StaticToolPlanSource::from_dispatcher(tools);
+///         hooks.apply(Engine::builder(hooks.provider(model), plans)).build().map_err(|e| e.to_string())
+///     }
+/// }
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let config = WorkerConfig {
+///     listen: "127.0.0.1:9080".parse()?,
+///     advertised: "http://127.0.0.1:9080".into(),
+///     admin: "http://127.0.0.1:9070".into(),
+///     ingress: "http://127.0.0.1:8080".into(),
+///     suspend_after: DEFAULT_SUSPEND_AFTER,
+/// };
+/// let factory = Arc::new(Greeter(Arc::new(DurableRuns::new())));
+/// serve(factory, config, async { let _ = tokio::signal::ctrl_c().await; }).await?;
+/// # Ok(())
+/// # }
+/// ```
 pub trait RunFactory: Send + Sync + 'static {
     /// The definitions served.
     fn catalog(&self) -> Vec<CatalogEntry>;
@@ -615,5 +662,49 @@ async fn drive(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::message::Message;
+    use agent_core::model::{ModelProblem, ScriptedProvider, Usage};
+
+    fn request() -> ModelRequest {
+        ModelRequest::new("op-1", "m", vec![Message::user("hi").unwrap()]).unwrap()
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_turn_is_read_to_its_terminal_item() {
+        let provider = ScriptedProvider::new(|_| {
+            vec![
+                StreamEvent::TextDelta("a".into()),
+                StreamEvent::Completed {
+                    usage: Usage::new(1, 1),
+                },
+                StreamEvent::TextDelta("after the end".into()),
+            ]
+        });
+        let TurnRecord::Streamed(items) = read_turn(&provider, request()).await else {
+            panic!("streamed");
+        };
+        assert_eq!(items.len(), 2, "nothing after the terminal item is kept");
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_refused_request_is_recorded_as_refused() {
+        struct Refuses;
+        impl ModelProvider for Refuses {
+            fn stream(
+                &self,
+                _: ModelRequest,
+            ) -> BoxFuture<'_, Result<Box<dyn EventStream>, ProviderError>> {
+                let problem = ModelProblem::new("unknown_model", "no such model");
+                Box::pin(std::future::ready(Err(ProviderError::new(problem))))
+            }
+        }
+        let turn = read_turn(&Refuses, request()).await;
+        assert!(matches!(turn, TurnRecord::Refused(p) if p.code() == "unknown_model"));
     }
 }

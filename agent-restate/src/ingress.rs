@@ -46,6 +46,20 @@ impl IngressError {
 }
 
 /// The ingress of one cluster.
+///
+/// ```no_run
+/// use agent_restate::ingress::{Ingress, Target};
+/// use agent_restate::record::RunState;
+///
+/// # async fn run() -> Result<(), agent_restate::ingress::IngressError> {
+/// let ingress = Ingress::new("http://127.0.0.1:8080")?;
+/// let state: RunState = ingress
+///     .call(&Target::keyed("RunRecord", "run-1", "state"), &(), None)
+///     .await?;
+/// println!("last event {}, ended: {:?}", state.last_sequence, state.ended);
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Ingress {
     base: String,

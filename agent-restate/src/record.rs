@@ -256,3 +256,64 @@ pub(crate) fn outcome_from(
         )),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::stage::DispatchError;
+    use agent_core::tool::ExecutionError;
+
+    #[test]
+    fn outcomes_round_trip_through_their_records() {
+        let results = [
+            Ok(ToolResult::success("c1", "done")),
+            Ok(ToolResult::problem("c1", "no such file")),
+            Err(DispatchError::Execution(ExecutionError::definitive(
+                "c1",
+                "disk full",
+            ))),
+            Err(DispatchError::Execution(ExecutionError::retryable(
+                "c1", "busy",
+            ))),
+            Err(DispatchError::Execution(ExecutionError::uncertain(
+                "c1", "lost",
+            ))),
+        ];
+        for result in results {
+            let record = outcome_of(&result).expect("an outcome of the tool");
+            let json = serde_json::to_string(&record).unwrap();
+            let back: CallOutcome = serde_json::from_str(&json).unwrap();
+            let replayed = outcome_from("c1", back);
+            match (&result, &replayed) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b),
+                (Err(DispatchError::Execution(a)), Err(DispatchError::Execution(b))) => {
+                    assert_eq!(
+                        (a.state(), a.retry(), a.message()),
+                        (b.state(), b.retry(), b.message())
+                    );
+                }
+                _ => panic!("{result:?} replayed as {replayed:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn cancellation_is_not_an_outcome_of_the_tool() {
+        let cancelled = Err(DispatchError::Cancelled {
+            call_id: "c1".into(),
+        });
+        assert_eq!(outcome_of(&cancelled), None);
+    }
+
+    #[test]
+    fn steps_and_claims_have_a_stable_json_form() {
+        let step = Step::Waiting {
+            interaction_id: "approve-c1".into(),
+        };
+        assert_eq!(
+            serde_json::to_value(&step).unwrap(),
+            serde_json::json!({ "waiting": { "interaction_id": "approve-c1" } })
+        );
+        assert_eq!(serde_json::to_value(Claim::Taken).unwrap(), "taken");
+    }
+}

@@ -36,8 +36,27 @@ const RUN_CANCELLED: i64 = 4;
 const MODEL_DELTA: i64 = 9;
 const TOOL_COMPLETED: i64 = 14;
 
+enum Engines {
+    One(engine::Engine),
+    Three(engine::Cluster),
+}
+
+impl Engines {
+    /// The single engine, or n1 (the node workers register with).
+    fn first(&self) -> &engine::Engine {
+        match self {
+            Engines::One(engine) => engine,
+            Engines::Three(cluster) => cluster.node(1),
+        }
+    }
+}
+
 struct Setup {
-    engine: engine::Engine,
+    engines: Engines,
+    /// The ingress clients and workers use: the engine's, or a balancer over the nodes'.
+    ingress: String,
+    /// Keeps the nodes' ingress balancer alive.
+    _ingress_balancer: Option<Balancer>,
     balancer: Balancer,
     workers: Vec<Worker>,
     dir: PathBuf,
@@ -47,12 +66,38 @@ struct Setup {
 impl Setup {
     fn start(env: &[(&str, &str)]) -> Option<Setup> {
         let binary = engine::require()?;
-        let engine = engine::Engine::start(&binary);
-        let dir = engine.dir().join("fixture");
+        Some(Setup::on(Engines::One(engine::Engine::start(&binary)), env))
+    }
+
+    /// Three nodes; clients and workers reach the ingress through a balancer over all
+    /// three, so any one node may die.
+    fn start_cluster(env: &[(&str, &str)]) -> Option<Setup> {
+        let binary = engine::require()?;
+        Some(Setup::on(
+            Engines::Three(engine::Cluster::start(&binary)),
+            env,
+        ))
+    }
+
+    fn on(engines: Engines, env: &[(&str, &str)]) -> Setup {
+        let (ingress, ingress_balancer) = match &engines {
+            Engines::One(engine) => (engine.ingress_url(), None),
+            Engines::Three(cluster) => {
+                let balancer = Balancer::start();
+                for i in 1..=3 {
+                    let url = cluster.node(i).ingress_url();
+                    balancer.add(url.trim_start_matches("http://").parse().unwrap());
+                }
+                (balancer.url(), Some(balancer))
+            }
+        };
+        let dir = engines.first().dir().join("fixture");
         std::fs::create_dir_all(&dir).unwrap();
         let balancer = Balancer::start();
         let mut setup = Setup {
-            engine,
+            engines,
+            ingress,
+            _ingress_balancer: ingress_balancer,
             balancer,
             workers: Vec::new(),
             dir,
@@ -65,7 +110,7 @@ impl Setup {
         };
         setup.add_worker();
         setup.add_worker();
-        Some(setup)
+        setup
     }
 
     fn add_worker(&mut self) {
@@ -76,8 +121,8 @@ impl Setup {
             .collect();
         let worker = Worker::start(
             &self.dir,
-            &self.engine.admin_url(),
-            &self.engine.ingress_url(),
+            &self.engines.first().admin_url(),
+            &self.ingress,
             &self.balancer.url(),
             &env,
         );
@@ -102,7 +147,7 @@ impl Setup {
     }
 
     fn call(&self, path: &str, body: Value) -> (u16, String) {
-        let url = format!("{}/{path}", self.engine.ingress_url());
+        let url = format!("{}/{path}", self.ingress);
         // A handler without input takes an empty body.
         let text = (!body.is_null()).then(|| body.to_string());
         engine::http("POST", &url, text.as_deref()).unwrap_or((0, String::new()))
@@ -186,7 +231,7 @@ impl Setup {
             "SELECT status FROM sys_invocation WHERE target_service_name = 'AgentRun' \
              AND target_service_key = '{run_id}'"
         );
-        let url = format!("{}/query", self.engine.admin_url());
+        let url = format!("{}/query", self.engines.first().admin_url());
         let body = json!({ "query": query }).to_string();
         let (_, text) = engine::http("POST", &url, Some(&body)).unwrap_or_default();
         let rows: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
@@ -203,7 +248,7 @@ impl Setup {
     }
 
     fn logs(&self) -> String {
-        let mut out = format!("engine log:\n{}\n", self.engine.log_tail());
+        let mut out = format!("engine log:\n{}\n", self.engines.first().log_tail());
         for worker in &self.workers {
             let path = self
                 .dir
@@ -293,6 +338,32 @@ fn a_killed_worker_s_run_continues_elsewhere_without_asking_a_finished_turn_agai
         .unwrap()
         .to_owned();
     assert_ne!(last_pid, pid.to_string(), "another worker finished the run");
+    if let Some(path) = std::env::var_os("AGENT_RESTATE_TRANSCRIPT") {
+        write_transcript(&setup, pid, &events, std::path::Path::new(&path));
+    }
+}
+
+/// The failover as a reader follows it: the workers, every real model request (tag, turn,
+/// plan word, pid), the kill, and the published events.
+fn write_transcript(setup: &Setup, killed: u32, events: &[Value], path: &std::path::Path) {
+    let workers: Vec<String> = setup.workers.iter().map(|w| w.pid().to_string()).collect();
+    let mut out = format!("workers (pids): {}\n", workers.join(", "));
+    out.push_str("model requests (tag turn word pid):\n");
+    let log = std::fs::read_to_string(setup.dir.join("model.log")).unwrap_or_default();
+    for line in log.lines() {
+        out.push_str(&format!("  {line}\n"));
+    }
+    out.push_str(&format!(
+        "killed with SIGKILL: {killed}, while turn 1 streamed\n"
+    ));
+    out.push_str("published events (sequence kind payload):\n");
+    for event in events {
+        out.push_str(&format!(
+            "  {} {} {}\n",
+            event["sequence"], event["kind"], event["payload_json"]
+        ));
+    }
+    std::fs::write(path, out).unwrap();
 }
 
 #[test]
@@ -451,8 +522,11 @@ fn runs_continue_when_the_engine_is_killed_and_restarted() {
     };
     setup.start_run("run-engine", "engine safe slow");
     setup.wait_line("model.log", "engine 1 slow");
-    setup.engine.kill9();
-    setup.engine.restart();
+    let Engines::One(engine) = &mut setup.engines else {
+        unreachable!("one engine")
+    };
+    engine.kill9();
+    engine.restart();
     let events = setup.wait_ended("run-engine");
     assert_eq!(
         kind(events.last().unwrap()),
@@ -508,4 +582,32 @@ fn bad_starts_are_refused_and_change_nothing() {
     );
     let events = setup.wait_ended("run-good");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
+}
+
+#[test]
+fn a_three_node_cluster_loses_a_node_mid_run_and_the_run_continues() {
+    let _turn = lock();
+    let Some(mut setup) = Setup::start_cluster(&[("FIXTURE_SLOW_MS", "3000")]) else {
+        return;
+    };
+    setup.start_run("run-node-lost", "nodelost safe slow");
+    setup.wait_line("model.log", "nodelost 1 slow");
+    let Engines::Three(cluster) = &mut setup.engines else {
+        unreachable!("three nodes")
+    };
+    // n1 provisioned the cluster and holds the workers' registration; n2 is any other node.
+    cluster.kill9(2);
+    let events = setup.wait_ended("run-node-lost");
+    assert_eq!(
+        kind(events.last().unwrap()),
+        RUN_COMPLETED,
+        "{}",
+        setup.logs()
+    );
+    assert_eq!(
+        setup.lines("model.log", "nodelost 0 "),
+        1,
+        "a finished turn is not asked again"
+    );
+    assert_eq!(deltas_containing(&events, "partial"), 1);
 }

@@ -38,7 +38,7 @@ const INACTIVITY: &str = "2s";
 /// Answers only once every partition has a running processor.
 const READY_QUERY: &str = r#"{"query": "SELECT count(*) FROM sys_invocation"}"#;
 
-/// The platform binary of `@restatedev/restate-server` under `tests/npm/node_modules`, if
+/// The platform binary of `@restatedev/restate-server` under `agent-restate/tests/npm/node_modules`, if
 /// installed. The package's own `.bin/restate-server` is a node wrapper; the platform package
 /// holds the native executable, which needs no node to run.
 pub fn binary() -> Option<PathBuf> {
@@ -52,8 +52,9 @@ pub fn binary() -> Option<PathBuf> {
         "aarch64" => "arm64",
         _ => return None,
     };
+    // Relative to agent-restate, also when another crate's tests include this module.
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/npm/node_modules/@restatedev")
+        .join("../agent-restate/tests/npm/node_modules/@restatedev")
         .join(format!("restate-server-{os}-{arch}"))
         .join("bin/restate-server");
     path.is_file().then_some(path)

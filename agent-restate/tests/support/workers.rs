@@ -1,6 +1,7 @@
 #![allow(
+    dead_code,
     unreachable_pub,
-    reason = "a test support module: its items are used by the test files that include it"
+    reason = "a test support module: each test file that includes it uses part of it"
 )]
 //! Worker processes and the address in front of them.
 //!
@@ -91,6 +92,7 @@ pub struct Worker {
 }
 
 impl Worker {
+    /// This test binary as a worker serving the fixture.
     pub fn start(
         fixture_dir: &Path,
         admin: &str,
@@ -98,28 +100,33 @@ impl Worker {
         advertised: &str,
         env: &[(&str, &str)],
     ) -> Worker {
+        Worker::spawn(fixture_dir, |address| {
+            let mut command = Command::new(std::env::current_exe().unwrap());
+            command
+                .args([
+                    "worker_process",
+                    "--exact",
+                    "--nocapture",
+                    "--test-threads=1",
+                ])
+                .env(WORKER_LISTEN, address.to_string())
+                .env("AGENT_RESTATE_ADMIN", admin)
+                .env("AGENT_RESTATE_INGRESS", ingress)
+                .env("AGENT_RESTATE_ADVERTISED", advertised)
+                .env("FIXTURE_DIR", fixture_dir)
+                .envs(env.iter().copied());
+            command
+        })
+    }
+
+    /// `command(address)` as a worker listening on a free port of its own, its stderr in
+    /// `log_dir/worker-PORT.log`; waits until it listens.
+    pub fn spawn(log_dir: &Path, command: impl FnOnce(SocketAddr) -> Command) -> Worker {
         let port = free_port();
         let address: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
-        let log = std::fs::File::create(fixture_dir.join(format!("worker-{port}.log"))).unwrap();
-        let mut command = Command::new(std::env::current_exe().unwrap());
-        command
-            .args([
-                "worker_process",
-                "--exact",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env(WORKER_LISTEN, address.to_string())
-            .env("AGENT_RESTATE_ADMIN", admin)
-            .env("AGENT_RESTATE_INGRESS", ingress)
-            .env("AGENT_RESTATE_ADVERTISED", advertised)
-            .env("FIXTURE_DIR", fixture_dir)
-            .stdout(Stdio::null())
-            .stderr(log);
-        for (k, v) in env {
-            command.env(k, v);
-        }
-        let child = command.spawn().unwrap();
+        let log = std::fs::File::create(log_dir.join(format!("worker-{port}.log"))).unwrap();
+        let mut command = command(address);
+        let child = command.stdout(Stdio::null()).stderr(log).spawn().unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
         while std::net::TcpStream::connect(address).is_err() {
             assert!(Instant::now() < deadline, "worker did not listen");

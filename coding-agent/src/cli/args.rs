@@ -309,6 +309,31 @@ pub struct ServeArgs {
     pub limits: ServeLimitArgs,
 }
 
+/// `agent worker`'s options (docs/scale-out.md).
+#[derive(Debug, Clone, Args)]
+pub struct WorkerArgs {
+    /// The address the worker's endpoint listens on.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9080")]
+    pub listen: std::net::SocketAddr,
+    /// The address the cluster reaches the workers at: this worker's, or a balancer in
+    /// front of several (default `http://` + --listen).
+    #[arg(long, value_name = "URL")]
+    pub advertise: Option<String>,
+    /// The cluster's admin API, where the worker registers.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:9070")]
+    pub admin: String,
+    /// The cluster's ingress, through which the worker writes run records.
+    #[arg(long, value_name = "URL", default_value = "http://127.0.0.1:8080")]
+    pub ingress: String,
+    /// Seconds a run waits (for an answer) before the cluster suspends it and it holds no
+    /// worker.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub suspend_after: u64,
+    /// Which model the worker's runs use.
+    #[command(flatten)]
+    pub model: ModelArgs,
+}
+
 /// `agent serve`'s limits; each unset one keeps its default. Checked before the daemon
 /// starts (exit code 2 for a value it cannot serve; docs/running-the-daemon.md lists the
 /// ranges).
@@ -427,6 +452,11 @@ pub enum Command {
         after_help = "Example (stop it with Ctrl-C or `agent daemon stop`):\n  agent serve --max-active-runs 8"
     )]
     Serve(ServeArgs),
+    /// Serves the coding agent's runs as a worker of a Restate cluster (docs/scale-out.md).
+    #[command(
+        after_help = "Example (a local engine's default ports; start as many workers as you like behind one address):\n  agent worker --listen 127.0.0.1:9080 --admin http://127.0.0.1:9070 --ingress http://127.0.0.1:8080"
+    )]
+    Worker(WorkerArgs),
     /// Lists the daemon's runs.
     #[command(after_help = "Example (each line: run, state, definition):\n  agent runs")]
     Runs,
@@ -526,6 +556,8 @@ pub enum Invocation {
     Tools(ToolsArgs),
     /// A subcommand the local daemon answers (`serve`, `run --daemon`, `runs`, ...).
     Daemon(DaemonRequest),
+    /// `agent worker`: a worker of a Restate cluster.
+    Worker(WorkerArgs),
 }
 
 /// A parsed command line.
@@ -588,6 +620,7 @@ where
             Invocation::Daemon(DaemonRequest::Run(run))
         }
         Some(Command::Tools(tools)) => Invocation::Tools(tools),
+        Some(Command::Worker(args)) => Invocation::Worker(args),
         Some(Command::Serve(args)) => Invocation::Daemon(DaemonRequest::Serve(args)),
         Some(Command::Runs) => Invocation::Daemon(DaemonRequest::Runs),
         Some(Command::Attach(args)) => Invocation::Daemon(DaemonRequest::Attach(args)),

@@ -39,6 +39,7 @@ mod run;
 mod runs;
 mod serve;
 pub mod state;
+mod worker;
 
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -58,6 +59,7 @@ pub use self::limits::{
 pub use self::run::{attach, run};
 pub use self::runs::runs;
 pub use self::serve::serve;
+pub use self::worker::worker;
 
 /// The environment variable that overrides the endpoint scope directory.
 pub const SCOPE_DIR_ENV: &str = "AGENT_SCOPE_DIR";

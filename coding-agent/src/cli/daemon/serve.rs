@@ -64,7 +64,7 @@ fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity {
 }
 
 /// A future that completes on the first SIGINT or SIGTERM.
-fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
+pub(super) fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut interrupt =
         signal(SignalKind::interrupt()).map_err(|e| io_error("signal handler", e))?;
