@@ -652,9 +652,11 @@ async fn drive(
                 execution.publish(published).await.map_err(|e| e.to_string())?;
             }
             _ = poll.tick(), if !cancelling => {
+                // One attempt: the next tick asks again, and a slow cluster must not hold
+                // up publishing or the run's end.
                 let state: Result<RunState, _> = execution
                     .ingress
-                    .call(&execution.record("state"), &(), None)
+                    .call_once(&execution.record("state"), &())
                     .await;
                 if state.is_ok_and(|s| s.cancel_requested) {
                     execution.cancel_requested.store(true, Ordering::SeqCst);

@@ -95,14 +95,7 @@ impl Ingress {
         Res: DeserializeOwned,
     {
         let url = target.url(&self.base, false);
-        let bytes = self.post(&url, body, idempotency).await?;
-        // A handler that returns `()` answers with an empty body.
-        let bytes = if bytes.is_empty() {
-            b"null".to_vec()
-        } else {
-            bytes
-        };
-        serde_json::from_slice(&bytes).map_err(|e| IngressError::Malformed(e.to_string()))
+        decode(&self.post(&url, body, idempotency, RETRY_BUDGET).await?)
     }
 
     /// Sends `service/[key/]handler` without waiting for it to run.
@@ -116,7 +109,23 @@ impl Ingress {
         Req: Serialize + ?Sized,
     {
         let url = target.url(&self.base, true);
-        self.post(&url, body, idempotency).await.map(drop)
+        self.post(&url, body, idempotency, RETRY_BUDGET)
+            .await
+            .map(drop)
+    }
+
+    /// [`call`](Self::call) once, without retrying: for a poll that asks again anyway.
+    pub async fn call_once<Req, Res>(
+        &self,
+        target: &Target<'_>,
+        body: &Req,
+    ) -> Result<Res, IngressError>
+    where
+        Req: Serialize + ?Sized,
+        Res: DeserializeOwned,
+    {
+        let url = target.url(&self.base, false);
+        decode(&self.post(&url, body, None, Duration::ZERO).await?)
     }
 
     /// Whether the ingress answers its health check now.
@@ -130,13 +139,14 @@ impl Ingress {
         url: &str,
         body: &Req,
         idempotency: Option<&str>,
+        budget: Duration,
     ) -> Result<Vec<u8>, IngressError>
     where
         Req: Serialize + ?Sized,
     {
         let payload =
             serde_json::to_vec(body).map_err(|e| IngressError::Malformed(e.to_string()))?;
-        let deadline = tokio::time::Instant::now() + RETRY_BUDGET;
+        let deadline = tokio::time::Instant::now() + budget;
         let mut pause = FIRST_RETRY_PAUSE;
         loop {
             let mut request = self.http.post(url);
@@ -175,6 +185,12 @@ impl Ingress {
             pause = (pause * 2).min(MAX_RETRY_PAUSE);
         }
     }
+}
+
+/// A handler's answer; an empty body (a handler that returns `()`) is `null`.
+fn decode<Res: DeserializeOwned>(bytes: &[u8]) -> Result<Res, IngressError> {
+    let bytes = if bytes.is_empty() { b"null" } else { bytes };
+    serde_json::from_slice(bytes).map_err(|e| IngressError::Malformed(e.to_string()))
 }
 
 /// An HTTP client for the cluster at `base`: HTTPS verified against the platform's roots
@@ -281,6 +297,16 @@ mod tests {
             Target::service("Runs", "start").url("http://h:1", false),
             "http://h:1/Runs/start"
         );
+    }
+
+    #[test]
+    fn an_empty_answer_is_null() {
+        assert_eq!(decode::<()>(b""), Ok(()));
+        assert_eq!(decode::<u64>(b"7"), Ok(7));
+        assert!(matches!(
+            decode::<u64>(b"x"),
+            Err(IngressError::Malformed(_))
+        ));
     }
 
     #[test]

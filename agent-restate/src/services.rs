@@ -182,6 +182,17 @@ impl AgentRun {
     }
 }
 
+/// The JSON value under `key`, or its type's default: what a list of the record is before
+/// its first write.
+macro_rules! json_or_default {
+    ($ctx:expr, $key:expr, $ty:ty) => {
+        $ctx.get::<Json<$ty>>($key)
+            .await?
+            .map(Json::into_inner)
+            .unwrap_or_default()
+    };
+}
+
 /// How the run stands, read from any of the record's contexts (a macro: the SDK's
 /// context traits do not name one lifetime a helper function could take).
 macro_rules! state_of {
@@ -190,11 +201,7 @@ macro_rules! state_of {
             last_sequence: $ctx.get::<u64>(LAST).await?.unwrap_or(0),
             ended: $ctx.get::<String>(ENDED).await?,
             cancel_requested: $ctx.get::<bool>(CANCEL).await?.unwrap_or(false),
-            pending: $ctx
-                .get::<Json<Vec<PendingInteraction>>>(PENDING)
-                .await?
-                .map(Json::into_inner)
-                .unwrap_or_default(),
+            pending: json_or_default!($ctx, PENDING, Vec<PendingInteraction>),
         }
     };
 }
@@ -270,11 +277,7 @@ impl RunRecord {
             Some(CallEntry::Claimed { .. }) => Claim::Taken,
             None => {
                 ctx.set(&key, Json(CallEntry::Claimed { execution }));
-                let mut calls = ctx
-                    .get::<Json<Vec<String>>>(CALLS)
-                    .await?
-                    .map(Json::into_inner)
-                    .unwrap_or_default();
+                let mut calls = json_or_default!(ctx, CALLS, Vec<String>);
                 calls.push(call_id);
                 ctx.set(CALLS, Json(calls));
                 Claim::Granted
@@ -340,16 +343,8 @@ impl RunRecord {
         interaction: Json<PendingInteraction>,
     ) -> Result<(), HandlerError> {
         let interaction = interaction.into_inner();
-        let answered = ctx
-            .get::<Json<Vec<String>>>(ANSWERED)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
-        let mut pending = ctx
-            .get::<Json<Vec<PendingInteraction>>>(PENDING)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let answered = json_or_default!(ctx, ANSWERED, Vec<String>);
+        let mut pending = json_or_default!(ctx, PENDING, Vec<PendingInteraction>);
         if ctx.get::<String>(ENDED).await?.is_some()
             || answered.contains(&interaction.id)
             || pending.iter().any(|p| p.id == interaction.id)
@@ -376,19 +371,11 @@ impl RunRecord {
                 format!("an answer is at most {MAX_ANSWER_BYTES} bytes"),
             ));
         }
-        let mut answered = ctx
-            .get::<Json<Vec<String>>>(ANSWERED)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let mut answered = json_or_default!(ctx, ANSWERED, Vec<String>);
         if answered.contains(&answer.interaction_id) {
             return Err(refuse(CONFLICT, "this interaction is already answered"));
         }
-        let mut pending = ctx
-            .get::<Json<Vec<PendingInteraction>>>(PENDING)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let mut pending = json_or_default!(ctx, PENDING, Vec<PendingInteraction>);
         let Some(index) = pending.iter().position(|p| p.id == answer.interaction_id) else {
             return Err(refuse(NOT_FOUND, "no such interaction waits in this run"));
         };
@@ -435,11 +422,7 @@ impl RunRecord {
                     .into_inner(),
             );
         }
-        let calls = ctx
-            .get::<Json<Vec<String>>>(CALLS)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let calls = json_or_default!(ctx, CALLS, Vec<String>);
         for call in calls {
             if let Some(CallEntry::Done(outcome)) = ctx
                 .get::<Json<CallEntry>>(&call_key(&call))
@@ -605,11 +588,7 @@ impl RunIndex {
     #[handler]
     async fn add(&self, ctx: ObjectContext<'_>, run: Json<IndexedRun>) -> Result<(), HandlerError> {
         let run = run.into_inner();
-        let mut runs = ctx
-            .get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let mut runs = json_or_default!(ctx, RUNS_KEY, Vec<IndexedRun>);
         if runs.iter().any(|r| r.run_id == run.run_id) {
             return Err(refuse(CONFLICT, "a run with this id exists"));
         }
@@ -629,11 +608,7 @@ impl RunIndex {
         ended: Json<(String, String)>,
     ) -> Result<(), HandlerError> {
         let (run_id, kind) = ended.into_inner();
-        let mut runs = ctx
-            .get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
-            .await?
-            .map(Json::into_inner)
-            .unwrap_or_default();
+        let mut runs = json_or_default!(ctx, RUNS_KEY, Vec<IndexedRun>);
         if let Some(run) = runs.iter_mut().find(|r| r.run_id == run_id) {
             run.ended = Some(kind);
             ctx.set(RUNS_KEY, Json(runs));
@@ -647,12 +622,7 @@ impl RunIndex {
         &self,
         ctx: SharedObjectContext<'_>,
     ) -> Result<Json<Vec<IndexedRun>>, HandlerError> {
-        Ok(Json(
-            ctx.get::<Json<Vec<IndexedRun>>>(RUNS_KEY)
-                .await?
-                .map(Json::into_inner)
-                .unwrap_or_default(),
-        ))
+        Ok(Json(json_or_default!(ctx, RUNS_KEY, Vec<IndexedRun>)))
     }
 }
 

@@ -131,6 +131,22 @@ impl Setup {
         self.wait_registered();
     }
 
+    /// Waits until `done`, failing with `what` and the logs after [`PATIENCE`].
+    fn wait_until(&self, what: &str, done: impl Fn() -> bool) {
+        let deadline = Instant::now() + PATIENCE;
+        while !done() {
+            assert!(Instant::now() < deadline, "{what}\n{}", self.logs());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits until the run waits for an answer.
+    fn wait_pending(&self, run_id: &str) {
+        self.wait_until("no pending interaction", || {
+            !self.state(run_id)["pending"].as_array().unwrap().is_empty()
+        });
+    }
+
     fn wait_registered(&self) {
         let deadline = Instant::now() + PATIENCE;
         loop {
@@ -188,15 +204,9 @@ impl Setup {
     }
 
     fn wait_ended(&self, run_id: &str) -> Vec<Value> {
-        let deadline = Instant::now() + PATIENCE;
-        while self.state(run_id)["ended"].is_null() {
-            assert!(
-                Instant::now() < deadline,
-                "run {run_id} never ended\n{}",
-                self.logs()
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        self.wait_until(&format!("run {run_id} never ended"), || {
+            !self.state(run_id)["ended"].is_null()
+        });
         let events = self.events(run_id);
         check_gap_free_with_one_terminal(&events);
         events
@@ -418,29 +428,11 @@ fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
         return;
     };
     setup.start_run("run-ask", "ask ask");
-    let deadline = Instant::now() + PATIENCE;
-    while setup.state("run-ask")["pending"]
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no pending interaction\n{}",
-            setup.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    setup.wait_pending("run-ask");
     // The waiting run suspends: it holds no worker.
-    let deadline = Instant::now() + PATIENCE;
-    while setup.invocation_status("run-ask") != "suspended" {
-        assert!(
-            Instant::now() < deadline,
-            "never suspended\n{}",
-            setup.logs()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    setup.wait_until("never suspended", || {
+        setup.invocation_status("run-ask") == "suspended"
+    });
     // Every worker dies while the run waits; a new one serves the answer.
     let pids: Vec<u32> = setup.workers.iter().map(Worker::pid).collect();
     for pid in pids {
@@ -488,19 +480,7 @@ fn cancellation_ends_a_running_and_a_waiting_run_once() {
     assert_eq!(kind(events.last().unwrap()), RUN_CANCELLED);
 
     setup.start_run("run-cancel-waiting", "waiting ask");
-    let deadline = Instant::now() + PATIENCE;
-    while setup.state("run-cancel-waiting")["pending"]
-        .as_array()
-        .unwrap()
-        .is_empty()
-    {
-        assert!(
-            Instant::now() < deadline,
-            "no pending interaction\n{}",
-            setup.logs()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    setup.wait_pending("run-cancel-waiting");
     assert_eq!(
         setup.record("run-cancel-waiting", "cancel", json!(null)).0,
         200

@@ -5,6 +5,9 @@
 //! (`agent serve` + `agent run --daemon`). Every wait is bounded by [`DEADLINE`].
 #![cfg(unix)]
 
+#[path = "support/http.rs"]
+mod http;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
@@ -14,7 +17,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_agent");
@@ -73,33 +76,9 @@ fn body_for(request: &Value, writes: usize) -> String {
 }
 
 async fn serve_one(mut socket: TcpStream, writes: usize) {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let (header_end, length) = loop {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
-            let length = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (end + 4, length);
-        }
+    let Some(request) = http::read_json_request(&mut socket).await else {
+        return;
     };
-    while buffer.len() < header_end + length {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    let request: Value =
-        serde_json::from_slice(&buffer[header_end..header_end + length]).unwrap_or(Value::Null);
     let body = body_for(&request, writes);
     let head = format!(
         "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",

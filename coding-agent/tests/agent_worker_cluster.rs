@@ -3,6 +3,9 @@
 //! counts its requests (docs/scale-out.md). Needs the engine of `agent-restate/tests/npm`
 //! (`npm ci` there); without it the test says so and passes, except under `CI`.
 
+#[path = "support/http.rs"]
+mod http;
+
 #[path = "../../agent-restate/tests/support/engine.rs"]
 mod engine;
 #[path = "../../agent-restate/tests/support/workers.rs"]
@@ -14,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use workers::{Balancer, Worker};
@@ -30,33 +33,9 @@ fn frame(value: Value) -> String {
 
 /// Turn 0 reads README.md; turn 1 streams "partial ", pauses, then finishes.
 async fn serve(mut socket: TcpStream, turns: Arc<Mutex<Vec<usize>>>) {
-    let mut buffer = Vec::new();
-    let mut chunk = [0u8; 4096];
-    let (header_end, length) = loop {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-        if let Some(end) = buffer.windows(4).position(|w| w == b"\r\n\r\n") {
-            let head = String::from_utf8_lossy(&buffer[..end]).to_lowercase();
-            let length = head
-                .lines()
-                .find_map(|l| l.strip_prefix("content-length:"))
-                .and_then(|v| v.trim().parse::<usize>().ok())
-                .unwrap_or(0);
-            break (end + 4, length);
-        }
+    let Some(request) = http::read_json_request(&mut socket).await else {
+        return;
     };
-    while buffer.len() < header_end + length {
-        let n = socket.read(&mut chunk).await.unwrap_or(0);
-        if n == 0 {
-            return;
-        }
-        buffer.extend_from_slice(&chunk[..n]);
-    }
-    let request: Value =
-        serde_json::from_slice(&buffer[header_end..header_end + length]).unwrap_or(Value::Null);
     let messages = request["messages"].as_array().cloned().unwrap_or_default();
     let turn = usize::from(messages.iter().any(|m| m["role"] == "tool"));
     turns.lock().unwrap().push(turn);

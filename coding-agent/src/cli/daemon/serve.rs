@@ -63,6 +63,21 @@ fn build_identity() -> agent_protocol::pb::common::v1::BuildIdentity {
     }
 }
 
+/// The graph a host (the daemon, a worker) serves runs from: the model `settings` chose,
+/// and approvals asked of whoever answers the run's interactions.
+pub(super) async fn host_graph(
+    settings: crate::settings::ModelSettings,
+) -> Result<CodingAgent, CliError> {
+    let overrides = CodingAgentOverrides {
+        approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
+        model_settings: Override::value(Arc::new(settings)),
+        ..CodingAgentOverrides::default()
+    };
+    CodingAgent::build_with(overrides)
+        .await
+        .map_err(|e| CliError::Daemon(crate::cli::error::assembly_failure(&e)))
+}
+
 /// A future that completes on the first SIGINT or SIGTERM.
 pub(super) fn termination() -> Result<impl std::future::Future<Output = ()>, CliError> {
     use tokio::signal::unix::{SignalKind, signal};
@@ -112,14 +127,7 @@ pub async fn serve(args: &ServeArgs) -> Result<ExitCode, CliError> {
     if let Some(notice) = settings.offline_notice() {
         crate::cli::output::eprintln(&notice);
     }
-    let overrides = CodingAgentOverrides {
-        approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
-        model_settings: Override::value(Arc::new(settings)),
-        ..CodingAgentOverrides::default()
-    };
-    let app = CodingAgent::build_with(overrides)
-        .await
-        .map_err(|e| CliError::Daemon(crate::cli::error::assembly_failure(&e)))?;
+    let app = host_graph(settings).await?;
     let root = CancellationToken::new();
     let fixture = args.fixture;
     let host = agent_server::fixture::run_host(

@@ -7,14 +7,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::agent::{AgentDefinition, Engine};
-use agent_core::compose::Override;
 use agent_core::event::Observer;
 use agent_restate::execution::{DurableRuns, Hooks, RunFactory};
 use agent_restate::record::CatalogEntry;
 use agent_restate::worker::WorkerConfig;
 
-use crate::app::{CodingAgent, CodingAgentOverrides};
-use crate::approval::ApprovalMode;
+use crate::app::CodingAgent;
 use crate::cli::args::{DEFAULT_MAX_TURNS, WorkerArgs};
 use crate::cli::error::CliError;
 
@@ -73,15 +71,7 @@ pub async fn worker(args: &WorkerArgs) -> Result<ExitCode, CliError> {
         crate::cli::output::eprintln(&notice);
     }
     let stop = super::serve::termination()?;
-    let overrides = CodingAgentOverrides {
-        approval_mode: Override::value(Arc::new(ApprovalMode::Ask)),
-        model_settings: Override::value(Arc::new(settings)),
-        ..CodingAgentOverrides::default()
-    };
-    let app = CodingAgent::build_with(overrides)
-        .await
-        .map_err(|e| CliError::Daemon(crate::cli::error::assembly_failure(&e)))?;
-    let app = Arc::new(app);
+    let app = Arc::new(super::serve::host_graph(settings).await?);
     let config = WorkerConfig {
         listen: args.listen,
         advertised: args
