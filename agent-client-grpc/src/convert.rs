@@ -342,6 +342,37 @@ fn event_kind_to_wire(kind: c::EventKind) -> i32 {
         .unwrap_or(0)
 }
 
+/// Decodes one engine-protocol event into the seam's [`c::Event`], as strictly as this
+/// adapter reads its own streams: the event must pass `agent_protocol`'s
+/// [`validate_run_event`](agent_protocol::stream::validate_run_event) (a token run id, a
+/// positive sequence and time, a known kind whose `terminal` flag agrees with it), and its
+/// payload must have exactly its kind's wire shape (no unknown member, no trailing JSON).
+/// Anything else is [`c::Error::Protocol`]. For another transport that carries the same
+/// events, such as `agent-restate`'s adapter.
+///
+/// ```
+/// use agent_protocol::pb::engine::v1::{EventKind, RunEvent};
+///
+/// let wire = RunEvent {
+///     run_id: "run-1".to_owned(),
+///     sequence: 1,
+///     unix_nano: 1_700_000_000_000_000_000,
+///     kind: EventKind::RunStarted as i32,
+///     payload_json: br#"{"definition":"coding-agent"}"#.to_vec(),
+///     terminal: false,
+/// };
+/// let event = agent_client_grpc::decode_event(&wire).unwrap();
+/// assert_eq!(event.kind(), agent_client::EventKind::RunStarted);
+/// assert_eq!((event.run().as_str(), event.sequence()), ("run-1", 1));
+///
+/// let unknown_member = RunEvent { payload_json: br#"{"definition":"x","extra":1}"#.to_vec(), ..wire };
+/// assert!(matches!(agent_client_grpc::decode_event(&unknown_member), Err(agent_client::Error::Protocol(_))));
+/// ```
+pub fn decode_event(event: &pbe::RunEvent) -> Result<c::Event, c::Error> {
+    agent_protocol::stream::validate_run_event(event).map_err(protocol)?;
+    event_from_wire(event)
+}
+
 /// A validated wire event as a seam event.
 pub(crate) fn event_from_wire(e: &pbe::RunEvent) -> Result<c::Event, c::Error> {
     let kind = event_kind_from_wire(e.kind)?;

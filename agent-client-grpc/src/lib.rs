@@ -49,6 +49,7 @@ pub use connector::{
     ATTEMPTS_LEGACY, ATTEMPTS_WITH_ATTEMPT_ID, Config, GrpcConnector, RECONNECT_GATE_WAITERS,
     RECONNECT_WAITERS_RESOURCE,
 };
+pub use convert::decode_event;
 pub use session::{
     AUTHORIZATION_HEADER, GrpcEventStream, GrpcInteractionStream, GrpcSession,
     STREAM_BUFFER_FRAMES, WORKSPACE_METADATA,

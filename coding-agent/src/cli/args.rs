@@ -15,9 +15,10 @@ pub const USAGE: &str = "usage: agent [--workspace DIR] [--mcp-config FILE] [--y
 [--max-turns N] [--suspend FILE | --resume FILE] [--authority DIR] \
 [--provider NAME] [--model NAME] [--system-prompt-file FILE] [-c] \"task\"
        agent tools [--workspace DIR] [--mcp-config FILE] [--json]
-       agent run [--daemon] [OPTIONS] \"task\"
+       agent run [--daemon | --restate URL] [OPTIONS] \"task\"
        agent serve [--fixture] [--provider NAME] [--model NAME] [--system-prompt-file FILE]
        agent runs | attach RUN [--from SEQ] | suspend RUN [--timeout SECS] | resume RUN | cancel RUN
+       agent runs | attach | cancel ... --restate URL  (a Restate cluster's runs; default $AGENT_RESTATE_URL)
        agent export RUN [-o FILE] | import FILE | daemon status | daemon stop
        every form also takes --log-format text|json, -v (repeatable) and -q; `agent --help` explains them";
 
@@ -275,17 +276,34 @@ pub struct ToolsArgs {
     pub json: bool,
 }
 
+/// The environment variable that names a Restate cluster's ingress when `--restate` is not
+/// given (`agent run`, `runs`, `attach`, `cancel`).
+pub const RESTATE_URL_ENV: &str = "AGENT_RESTATE_URL";
+
+/// `--restate URL`: the subcommand talks to the Restate cluster whose ingress is URL instead
+/// of the local daemon.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Args)]
+pub struct RestateArgs {
+    /// Talks to the Restate cluster whose ingress is URL (`http://host:8080`; default
+    /// $AGENT_RESTATE_URL) instead of the local daemon (docs/scale-out.md).
+    #[arg(long = "restate", value_name = "URL")]
+    pub url: Option<String>,
+}
+
 /// `agent run`'s options.
 #[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     /// Runs the task in the local daemon (attaching to it, or starting one) instead of in
     /// this process.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "url")]
     pub daemon: bool,
-    /// With --daemon: the daemon definition to start (default `coding-agent`; `agent serve
-    /// --fixture` adds `00-fixture-text` and `01-fixture-pending`).
-    #[arg(long, value_name = "ID", requires = "daemon")]
+    /// With --daemon or --restate: the definition to start (default `coding-agent`; `agent
+    /// serve --fixture` adds `00-fixture-text` and `01-fixture-pending`).
+    #[arg(long, value_name = "ID")]
     pub definition: Option<String>,
+    /// Runs the task on a Restate cluster's workers, followed like --daemon.
+    #[command(flatten)]
+    pub restate: RestateArgs,
     /// The one-shot form's options and task.
     #[command(flatten)]
     pub task: TaskArgs,
@@ -380,6 +398,28 @@ pub struct AttachArgs {
     /// Replays the events after sequence SEQ, then follows (0: from the start).
     #[arg(long, value_name = "SEQ", default_value_t = 0)]
     pub from: u64,
+    /// A run of a Restate cluster instead of the local daemon.
+    #[command(flatten)]
+    pub restate: RestateArgs,
+}
+
+/// `agent runs`' options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunsArgs {
+    /// A Restate cluster's runs instead of the local daemon's.
+    #[command(flatten)]
+    pub restate: RestateArgs,
+}
+
+/// `agent cancel`'s options.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CancelArgs {
+    /// The run.
+    #[command(flatten)]
+    pub run: RunRef,
+    /// A run of a Restate cluster instead of the local daemon.
+    #[command(flatten)]
+    pub restate: RestateArgs,
 }
 
 /// `agent export`'s options.
@@ -445,7 +485,9 @@ pub enum Command {
     #[command(after_help = "Example:\n  agent tools --json")]
     Tools(ToolsArgs),
     /// Runs one task: in this process, or in the local daemon with --daemon.
-    #[command(after_help = "Example:\n  agent run --daemon --read-only \"Summarize README.md\"")]
+    #[command(
+        after_help = "Examples:\n  agent run --daemon --read-only \"Summarize README.md\"\n  agent run --restate http://127.0.0.1:8080 --read-only \"Summarize README.md\"  (on a Restate cluster's workers)"
+    )]
     Run(RunArgs),
     /// Runs the local daemon in the foreground (logs to stderr).
     #[command(
@@ -457,12 +499,14 @@ pub enum Command {
         after_help = "Example (a local engine's default ports; start as many workers as you like behind one address):\n  agent worker --listen 127.0.0.1:9080 --admin http://127.0.0.1:9070 --ingress http://127.0.0.1:8080"
     )]
     Worker(WorkerArgs),
-    /// Lists the daemon's runs.
-    #[command(after_help = "Example (each line: run, state, definition):\n  agent runs")]
-    Runs,
+    /// Lists the daemon's runs (or a Restate cluster's, with --restate).
+    #[command(
+        after_help = "Examples (each line: run, state, definition):\n  agent runs\n  agent runs --restate http://127.0.0.1:8080"
+    )]
+    Runs(RunsArgs),
     /// Replays a daemon run's events from a sequence and follows it.
     #[command(
-        after_help = "Example (the latest run of `agent runs`, from its start):\n  agent attach \"$(agent runs | tail -n 1 | cut -f 1)\""
+        after_help = "Examples (the latest run of `agent runs`, from its start; the latest on a Restate cluster):\n  agent attach \"$(agent runs | tail -n 1 | cut -f 1)\"\n  agent attach --restate http://127.0.0.1:8080 \"$(agent runs --restate http://127.0.0.1:8080 | tail -n 1 | cut -f 1)\""
     )]
     Attach(AttachArgs),
     /// Suspends a daemon run at its next turn boundary.
@@ -487,9 +531,9 @@ pub enum Command {
     Import(ImportArgs),
     /// Cancels a daemon run and waits for its end.
     #[command(
-        after_help = "Example (the latest run of `agent runs`):\n  agent cancel \"$(agent runs | tail -n 1 | cut -f 1)\"\n\nPrints `cancelled: run RUN`, or `run RUN already ended (STATE)`; exit code 0 either way."
+        after_help = "Examples (the latest run of `agent runs`; the latest on a Restate cluster):\n  agent cancel \"$(agent runs | tail -n 1 | cut -f 1)\"\n  agent cancel --restate http://127.0.0.1:8080 \"$(agent runs --restate http://127.0.0.1:8080 | tail -n 1 | cut -f 1)\"\n\nPrints `cancelled: run RUN`, or `run RUN already ended (STATE)`; exit code 0 either way."
     )]
-    Cancel(RunRef),
+    Cancel(CancelArgs),
     /// The local daemon itself: `status` or `stop`.
     #[command(
         subcommand,
@@ -547,6 +591,38 @@ pub enum DaemonRequest {
     Daemon(DaemonAction),
 }
 
+/// A subcommand a Restate cluster answers (`--restate URL` or `AGENT_RESTATE_URL`), with
+/// its arguments and the cluster's ingress.
+#[derive(Debug, Clone)]
+pub enum RestateRequest {
+    /// `agent run --restate URL`.
+    Run {
+        /// The run's options and task (boxed: the other requests are small).
+        args: Box<RunArgs>,
+        /// The ingress.
+        url: String,
+    },
+    /// `agent runs --restate URL`.
+    Runs {
+        /// The ingress.
+        url: String,
+    },
+    /// `agent attach --restate URL`.
+    Attach {
+        /// The run and where to replay from.
+        args: AttachArgs,
+        /// The ingress.
+        url: String,
+    },
+    /// `agent cancel --restate URL`.
+    Cancel {
+        /// The run.
+        run: RunRef,
+        /// The ingress.
+        url: String,
+    },
+}
+
 /// What to do, after parsing and validation.
 #[derive(Debug, Clone)]
 pub enum Invocation {
@@ -556,6 +632,9 @@ pub enum Invocation {
     Tools(ToolsArgs),
     /// A subcommand the local daemon answers (`serve`, `run --daemon`, `runs`, ...).
     Daemon(DaemonRequest),
+    /// A subcommand a Restate cluster answers (`run`, `runs`, `attach`, `cancel` with
+    /// `--restate URL` or `AGENT_RESTATE_URL`).
+    Restate(RestateRequest),
     /// `agent worker`: a worker of a Restate cluster.
     Worker(WorkerArgs),
 }
@@ -594,6 +673,43 @@ where
     I: IntoIterator<Item = T>,
     T: Into<OsString> + Clone,
 {
+    parse_with_env(args, |name| std::env::var(name).ok())
+}
+
+/// [`parse`] with the environment variables it reads (only [`RESTATE_URL_ENV`]) taken from
+/// `env`, so that tests do not share the process's environment.
+///
+/// ```
+/// use coding_agent::cli::args::{Invocation, RestateRequest, parse_with_env};
+///
+/// let cluster = |_: &str| Some("http://127.0.0.1:8080".to_owned());
+/// let parsed = parse_with_env(["runs"], cluster).unwrap();
+/// assert!(matches!(parsed.invocation,
+///     Invocation::Restate(RestateRequest::Runs { url }) if url == "http://127.0.0.1:8080"));
+/// ```
+pub fn parse_with_env<I, T>(
+    args: I,
+    env: impl Fn(&str) -> Option<String>,
+) -> Result<Parsed, ParseOutcome>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    // The flag wins; the variable is its default (an empty one is unset).
+    let restate_url = |given: &RestateArgs| -> Result<Option<String>, ParseOutcome> {
+        let url = given
+            .url
+            .clone()
+            .or_else(|| env(RESTATE_URL_ENV).filter(|v| !v.trim().is_empty()));
+        match url {
+            Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                Err(ParseOutcome::Usage(format!(
+                    "--restate needs an http:// or https:// URL, not `{url}`"
+                )))
+            }
+            url => Ok(url),
+        }
+    };
     let argv = std::iter::once(OsString::from("agent")).chain(args.into_iter().map(Into::into));
     let matches = Cli::command().try_get_matches_from(argv).map_err(outcome)?;
     let cli = Cli::from_arg_matches(&matches).map_err(outcome)?;
@@ -605,7 +721,21 @@ where
         }
         Some(Command::Run(run)) if !run.daemon => {
             run.task.validate().map_err(ParseOutcome::Usage)?;
-            Invocation::Task(run.task)
+            match restate_url(&run.restate)? {
+                Some(url) => {
+                    refuse_local_options(&run.task, "--restate", "the workers")?;
+                    Invocation::Restate(RestateRequest::Run {
+                        args: Box::new(run),
+                        url,
+                    })
+                }
+                None if run.definition.is_some() => {
+                    return Err(ParseOutcome::Usage(
+                        "--definition needs --daemon or --restate URL".to_owned(),
+                    ));
+                }
+                None => Invocation::Task(run.task),
+            }
         }
         Some(Command::Run(run)) => {
             run.task.validate().map_err(ParseOutcome::Usage)?;
@@ -622,19 +752,55 @@ where
         Some(Command::Tools(tools)) => Invocation::Tools(tools),
         Some(Command::Worker(args)) => Invocation::Worker(args),
         Some(Command::Serve(args)) => Invocation::Daemon(DaemonRequest::Serve(args)),
-        Some(Command::Runs) => Invocation::Daemon(DaemonRequest::Runs),
-        Some(Command::Attach(args)) => Invocation::Daemon(DaemonRequest::Attach(args)),
+        Some(Command::Runs(args)) => match restate_url(&args.restate)? {
+            Some(url) => Invocation::Restate(RestateRequest::Runs { url }),
+            None => Invocation::Daemon(DaemonRequest::Runs),
+        },
+        Some(Command::Attach(args)) => match restate_url(&args.restate)? {
+            Some(url) => Invocation::Restate(RestateRequest::Attach { args, url }),
+            None => Invocation::Daemon(DaemonRequest::Attach(args)),
+        },
         Some(Command::Suspend(args)) => Invocation::Daemon(DaemonRequest::Suspend(args)),
         Some(Command::Resume(args)) => Invocation::Daemon(DaemonRequest::Resume(args)),
         Some(Command::Export(args)) => Invocation::Daemon(DaemonRequest::Export(args)),
         Some(Command::Import(args)) => Invocation::Daemon(DaemonRequest::Import(args)),
-        Some(Command::Cancel(args)) => Invocation::Daemon(DaemonRequest::Cancel(args)),
+        Some(Command::Cancel(args)) => match restate_url(&args.restate)? {
+            Some(url) => Invocation::Restate(RestateRequest::Cancel { run: args.run, url }),
+            None => Invocation::Daemon(DaemonRequest::Cancel(args.run)),
+        },
         Some(Command::Daemon(action)) => Invocation::Daemon(DaemonRequest::Daemon(action)),
     };
     Ok(Parsed {
         global: cli.global,
         invocation,
     })
+}
+
+/// Refuses the one-shot form's options that a remote run (`--daemon`, `--restate`) does not
+/// take: what it runs with is decided where it runs (`place`).
+fn refuse_local_options(task: &TaskArgs, flag: &str, place: &str) -> Result<(), ParseOutcome> {
+    for (given, option) in [
+        (task.workspace.is_some(), "--workspace"),
+        (task.mcp_config.is_some(), "--mcp-config"),
+        (task.suspend.is_some(), "--suspend"),
+        (task.resume.is_some(), "--resume"),
+        (task.authority.is_some(), "--authority"),
+        (task.continue_last, "--continue"),
+        (task.max_turns != DEFAULT_MAX_TURNS, "--max-turns"),
+        (task.model.provider.is_some(), "--provider"),
+        (task.model.model.is_some(), "--model"),
+        (
+            task.model.system_prompt_file.is_some(),
+            "--system-prompt-file",
+        ),
+    ] {
+        if given {
+            return Err(ParseOutcome::Usage(format!(
+                "{option} does not apply to {flag}: {place} decide it"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A clap error in the agent's own words (`unknown option --x`, `--x needs a value`, ...).
@@ -698,6 +864,16 @@ fn first_line(error: &clap::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`super::parse`] without the process's environment: the tests run in parallel, and
+    /// a developer's `AGENT_RESTATE_URL` must not change what they see.
+    fn parse<I, T>(args: I) -> Result<Parsed, ParseOutcome>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        parse_with_env(args, |_| None)
+    }
 
     fn usage(args: &[&str]) -> String {
         match parse(args.iter().copied()) {
@@ -839,6 +1015,134 @@ mod tests {
     }
 
     #[test]
+    fn restate_flags_and_their_variable_route_run_runs_attach_and_cancel_to_a_cluster() {
+        const URL: &str = "http://127.0.0.1:8080";
+        let restate = |args: &[&str], env: Option<&str>| {
+            let env = env.map(str::to_owned);
+            match parse_with_env(args.iter().copied(), |name| {
+                (name == RESTATE_URL_ENV).then(|| env.clone()).flatten()
+            }) {
+                Ok(Parsed {
+                    invocation: Invocation::Restate(request),
+                    ..
+                }) => request,
+                other => panic!("{args:?} {env:?}: {other:?}"),
+            }
+        };
+        let RestateRequest::Run { args, url } = restate(&["run", "--restate", URL, "a", "b"], None)
+        else {
+            panic!("run")
+        };
+        assert_eq!(
+            (url.as_str(), args.task.task().as_deref()),
+            (URL, Some("a b"))
+        );
+        assert_eq!(args.definition, None);
+        let RestateRequest::Run { args, .. } = restate(
+            &[
+                "run",
+                "--restate",
+                URL,
+                "--definition",
+                "fixture",
+                "--yes",
+                "--json",
+                "t",
+            ],
+            None,
+        ) else {
+            panic!("run")
+        };
+        assert_eq!(args.definition.as_deref(), Some("fixture"));
+        assert!(args.task.yes && args.task.json);
+        // The variable is the flag's default; the flag wins over it.
+        assert!(matches!(
+            restate(&["run", "t"], Some(URL)),
+            RestateRequest::Run { url, .. } if url == URL
+        ));
+        assert!(matches!(
+            restate(&["run", "--restate", "https://cluster:8080", "t"], Some(URL)),
+            RestateRequest::Run { url, .. } if url == "https://cluster:8080"
+        ));
+        assert!(matches!(
+            restate(&["runs", "--restate", URL], None),
+            RestateRequest::Runs { url } if url == URL
+        ));
+        assert!(matches!(
+            restate(&["runs"], Some(URL)),
+            RestateRequest::Runs { .. }
+        ));
+        let RestateRequest::Attach { args, url } =
+            restate(&["attach", "--restate", URL, "run-1", "--from", "4"], None)
+        else {
+            panic!("attach")
+        };
+        assert_eq!(
+            (args.run.run.as_str(), args.from, url.as_str()),
+            ("run-1", 4, URL)
+        );
+        assert!(matches!(
+            restate(&["cancel", "run-1"], Some(URL)),
+            RestateRequest::Cancel { run: RunRef { run }, url } if run == "run-1" && url == URL
+        ));
+
+        // Without either, the local daemon or this process, as before; an empty variable
+        // is unset; --daemon wins over the variable.
+        let local = |args: &[&str], env: Option<&str>| {
+            let env = env.map(str::to_owned);
+            parse_with_env(args.iter().copied(), |_| env.clone())
+                .unwrap()
+                .invocation
+        };
+        assert!(matches!(local(&["run", "t"], None), Invocation::Task(_)));
+        assert!(matches!(
+            local(&["run", "t"], Some(" ")),
+            Invocation::Task(_)
+        ));
+        assert!(matches!(
+            local(&["run", "--daemon", "t"], Some(URL)),
+            Invocation::Daemon(DaemonRequest::Run(_))
+        ));
+        assert!(matches!(
+            local(&["runs"], None),
+            Invocation::Daemon(DaemonRequest::Runs)
+        ));
+        // The one-shot form does not read the variable.
+        assert!(matches!(local(&["t"], Some(URL)), Invocation::Task(_)));
+
+        assert!(usage(&["run", "--daemon", "--restate", URL, "t"]).contains("--daemon"));
+        assert_eq!(
+            usage(&["run", "--restate", "127.0.0.1:8080", "t"]),
+            "--restate needs an http:// or https:// URL, not `127.0.0.1:8080`"
+        );
+        assert_eq!(
+            usage(&["run", "--definition", "x", "t"]),
+            "--definition needs --daemon or --restate URL"
+        );
+        for option in [
+            &["--workspace", "."][..],
+            &["--max-turns", "3"][..],
+            &["--model", "m"][..],
+            &["--suspend", "s.json"][..],
+            &["-c"][..],
+        ] {
+            let mut args = vec!["run", "--restate", URL];
+            args.extend_from_slice(option);
+            args.push("t");
+            assert!(
+                usage(&args).contains("does not apply to --restate"),
+                "{option:?}: {}",
+                usage(&args)
+            );
+        }
+        assert_eq!(usage(&["runs", "--restate"]), "--restate needs a value");
+        assert_eq!(
+            usage(&["suspend", "--restate", URL, "r"]),
+            "unknown option --restate"
+        );
+    }
+
+    #[test]
     fn model_options_parse_on_the_one_shot_form_run_and_serve_only() {
         for args in [
             &["--provider", "openai", "--model", "m", "t"][..],
@@ -888,37 +1192,42 @@ mod tests {
             };
             assert!(help.contains(example), "{args:?}:\n{help}");
         }
-        // Every subcommand's help has an example, and the example parses as written (a
-        // run named by `$(agent runs …)` stands for a run id).
+        // Every subcommand's help has an example, and every example parses as written (a
+        // run named by `$(agent runs …)` stands for a run id; a note in parentheses after
+        // two spaces is not part of it).
         for subcommand in [
-            "tools", "run", "serve", "runs", "attach", "suspend", "resume", "export", "import",
-            "cancel", "daemon",
+            "tools", "run", "serve", "worker", "runs", "attach", "suspend", "resume", "export",
+            "import", "cancel", "daemon",
         ] {
             let Err(ParseOutcome::Info(help)) = parse([subcommand, "--help"]) else {
                 panic!("{subcommand} --help")
             };
-            let example = help
+            let examples: Vec<&str> = help
                 .lines()
-                .find_map(|line| line.strip_prefix("  agent "))
-                .unwrap_or_else(|| panic!("{subcommand}: no example in\n{help}"));
-            let mut words = Vec::new();
-            let mut rest = example.trim();
-            while !rest.is_empty() {
-                let (word, tail) = match rest.strip_prefix('"') {
-                    Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
-                    None => rest.split_once(' ').unwrap_or((rest, "")),
-                };
-                words.push(if word.starts_with("$(agent runs") {
-                    "run-1".to_owned()
-                } else {
-                    word.to_owned()
-                });
-                rest = tail.trim_start();
+                .filter_map(|line| line.strip_prefix("  agent "))
+                .collect();
+            assert!(!examples.is_empty(), "{subcommand}: no example in\n{help}");
+            for example in examples {
+                let example = example.split("  (").next().unwrap_or(example);
+                let mut words = Vec::new();
+                let mut rest = example.trim();
+                while !rest.is_empty() {
+                    let (word, tail) = match rest.strip_prefix('"') {
+                        Some(quoted) => quoted.split_once('"').unwrap_or((quoted, "")),
+                        None => rest.split_once(' ').unwrap_or((rest, "")),
+                    };
+                    words.push(if word.starts_with("$(agent runs") {
+                        "run-1".to_owned()
+                    } else {
+                        word.to_owned()
+                    });
+                    rest = tail.trim_start();
+                }
+                assert!(
+                    parse(words.iter().map(String::as_str)).is_ok(),
+                    "{subcommand}: `agent {example}` does not parse"
+                );
             }
-            assert!(
-                parse(words.iter().map(String::as_str)).is_ok(),
-                "{subcommand}: `agent {example}` does not parse"
-            );
         }
         let Err(ParseOutcome::Info(help)) = parse(["--help"]) else {
             panic!("help")

@@ -16,7 +16,9 @@ pub mod session;
 pub mod snapshot;
 pub mod task;
 
-pub use args::{Command, DaemonRequest, Invocation, ParseOutcome, Parsed, USAGE, parse};
+pub use args::{
+    Command, DaemonRequest, Invocation, ParseOutcome, Parsed, RestateRequest, USAGE, parse,
+};
 pub use error::{
     CliError, DaemonCommand, EXIT_CANCELLED, EXIT_NO_DAEMON, EXIT_NOTHING_SUSPENDED,
     EXIT_TIMED_OUT, EXIT_UNSUPPORTED, EXIT_USAGE,
@@ -38,5 +40,15 @@ pub async fn run_daemon_request(request: &DaemonRequest) -> Result<ExitCode, Cli
         DaemonRequest::Cancel(args) => daemon::cancel(args).await,
         DaemonRequest::Daemon(args::DaemonAction::Status) => daemon::status().await,
         DaemonRequest::Daemon(args::DaemonAction::Stop) => daemon::stop().await,
+    }
+}
+
+/// Runs a subcommand against a Restate cluster through [`daemon::restate`].
+pub async fn run_restate_request(request: &RestateRequest) -> Result<ExitCode, CliError> {
+    match request {
+        RestateRequest::Run { args, url } => daemon::restate::run(args, url).await,
+        RestateRequest::Runs { url } => daemon::restate::runs(url).await,
+        RestateRequest::Attach { args, url } => daemon::restate::attach(args, url).await,
+        RestateRequest::Cancel { run, url } => daemon::restate::cancel(run, url).await,
     }
 }

@@ -60,6 +60,11 @@ pub(crate) trait AdapterHooks<S: c::Session>: Sync {
     fn taken_over_by(&self, _run: &str) -> Option<String> {
         None
     }
+
+    /// Where the runs run, as the CLI names it (`agent: run RUN in the daemon`).
+    fn host(&self) -> &'static str {
+        "the daemon"
+    }
 }
 
 /// The seam alone: runs start with [`c::Session::start`] and nothing is recorded.
@@ -146,7 +151,10 @@ where
         .find(|d| d.reference().id() == definition_id)
         .map(|d| d.reference().clone())
         .ok_or_else(|| {
-            CliError::Daemon(format!("the daemon serves no definition {definition_id}"))
+            CliError::Daemon(format!(
+                "{} serves no definition {definition_id}",
+                hooks.host()
+            ))
         })?;
     let task = args.task.task().unwrap_or_default();
     let input = c::Input::new(&random_token("msg"), &task).map_err(|e| io_error("task", e))?;
@@ -158,7 +166,7 @@ where
     let started = hooks.start(&session, request).await?;
     let run = started.run().clone();
     hooks.started(session.connection(), &run, &definition_id)?;
-    output::eprintln(&format!("agent: run {run} in the daemon"));
+    output::eprintln(&format!("agent: run {run} in {}", hooks.host()));
     let how = Follow {
         after: 0,
         json: args.task.json,

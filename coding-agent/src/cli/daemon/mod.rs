@@ -21,7 +21,8 @@
 //!   client seam (`follow.rs`, `cancel_run`, `RunLister`), generic over any
 //!   [`agent_client::Session`]; the local daemon's specifics (the workspace, the run index,
 //!   the attachment locks) reach it through `AdapterHooks`, so another adapter's session is
-//!   followed the same way.
+//!   followed the same way: [`restate`] does so for `--restate URL` (a Restate cluster's
+//!   runs, through `agent_restate::client`).
 //!
 //! Where files live: the endpoint scope (`$AGENT_SCOPE_DIR`, else
 //! `$XDG_RUNTIME_DIR/spice-agent`, else `/tmp/spice-agent-<uid>`) holds the socket, the
@@ -35,6 +36,7 @@ mod control;
 mod follow;
 pub mod index;
 mod limits;
+pub mod restate;
 mod run;
 mod runs;
 mod serve;
