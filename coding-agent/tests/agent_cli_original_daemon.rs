@@ -15,10 +15,13 @@
 //! Every child is killed when its test ends; every wait is bounded by [`DEADLINE`].
 #![cfg(unix)]
 
+#[path = "support/lines.rs"]
+mod lines;
+use lines::lines;
+
 #[path = "support/daemon.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::DirBuilderExt;
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -187,19 +190,6 @@ struct Proc {
     stderr: mpsc::Receiver<String>,
     seen_out: Vec<String>,
     seen_err: Vec<String>,
-}
-
-fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 impl Proc {

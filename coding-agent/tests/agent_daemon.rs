@@ -8,7 +8,10 @@
 //! in flight.
 #![cfg(unix)]
 
-use std::io::{BufRead, BufReader};
+#[path = "support/lines.rs"]
+mod lines;
+use lines::lines;
+
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -89,19 +92,6 @@ struct Proc {
     stderr: mpsc::Receiver<String>,
     seen_out: Vec<String>,
     seen_err: Vec<String>,
-}
-
-fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 impl Proc {

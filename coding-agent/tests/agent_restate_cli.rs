@@ -10,12 +10,15 @@
 //! except under `CI`.
 #![cfg(unix)]
 
+#[path = "support/lines.rs"]
+mod lines;
+use lines::lines;
+
 #[path = "../../agent-restate/tests/support/engine.rs"]
 mod engine;
 #[path = "../../agent-restate/tests/support/workers.rs"]
 mod workers;
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -100,19 +103,6 @@ struct Proc {
     stderr: mpsc::Receiver<String>,
     out: Vec<String>,
     err: Vec<String>,
-}
-
-fn lines(pipe: impl std::io::Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(pipe).lines() {
-            let Ok(line) = line else { return };
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    rx
 }
 
 impl Proc {
