@@ -15,7 +15,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// What a test without the install prints (or, under `CI`, fails with).
-const MISSING: &str = "restate-server not installed; run: (cd agent-restate/tests/npm && npm ci --ignore-scripts)";
+const MISSING: &str =
+    "restate-server not installed; run: (cd agent-restate/tests/npm && npm ci --ignore-scripts)";
 
 /// How long one node may take to become ready after its process starts.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
