@@ -60,6 +60,10 @@ impl Balancer {
                         if let Ok(mut outbound) =
                             tokio::net::TcpStream::connect(candidates[i]).await
                         {
+                            // HTTP/2 exchanges small frames both ways: with Nagle's algorithm
+                            // on a relay, each waits for the peer's delayed ACK (about 40 ms).
+                            let _ = inbound.set_nodelay(true);
+                            let _ = outbound.set_nodelay(true);
                             let _ =
                                 tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                             return;
