@@ -92,7 +92,7 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// but with `TCP_NODELAY` on every connection. The engine and the endpoint exchange small
 /// HTTP/2 frames both ways; with Nagle's algorithm, a frame written while an earlier one is
 /// unacknowledged waits for the engine's delayed ACK, about 40 ms on Linux, several times a
-/// run.
+/// run (docs/performance.md, "Runs on a Restate cluster").
 async fn serve_http2(
     listener: tokio::net::TcpListener,
     endpoint: HyperEndpoint,
