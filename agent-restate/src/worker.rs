@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use restate_sdk::prelude::{Endpoint, HttpServer, IntoServiceDefinition as _, ServiceOptions};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use restate_sdk::hyper::HyperEndpoint;
+use restate_sdk::prelude::{Endpoint, IntoServiceDefinition as _, ServiceOptions};
 
 use crate::execution::{RunFactory, Worker};
 use crate::ingress::{Ingress, IngressError};
@@ -69,7 +71,11 @@ pub async fn serve<F: RunFactory>(
         .bind(Runs::new(executor))
         .bind(RunIndex)
         .build();
-    let server = tokio::spawn(HttpServer::new(endpoint).serve_with_cancel(listener, shutdown));
+    let server = tokio::spawn(serve_http2(
+        listener,
+        HyperEndpoint::new(endpoint),
+        shutdown,
+    ));
     if let Err(error) = register(&config.admin, &config.advertised).await {
         server.abort();
         return Err(error);
@@ -77,6 +83,56 @@ pub async fn serve<F: RunFactory>(
     server
         .await
         .map_err(|e| WorkerError::Register(format!("the endpoint stopped: {e}")))
+}
+
+/// How long a stopping worker lets its open invocations finish (as the SDK's `HttpServer`).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+/// Serves `endpoint` on `listener` until `shutdown` resolves, as the SDK's `HttpServer` does,
+/// but with `TCP_NODELAY` on every connection. The engine and the endpoint exchange small
+/// HTTP/2 frames both ways; with Nagle's algorithm, a frame written while an earlier one is
+/// unacknowledged waits for the engine's delayed ACK, about 40 ms on Linux, several times a
+/// run (docs/performance.md, "Runs on a Restate cluster").
+async fn serve_http2(
+    listener: tokio::net::TcpListener,
+    endpoint: HyperEndpoint,
+    shutdown: impl Future<Output = ()>,
+) {
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            accepted = listener.accept() => {
+                let stream = match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(error) => {
+                        // Out of descriptors, say: pause rather than spin.
+                        tracing::warn!("accepting a connection failed: {error}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                if let Err(error) = stream.set_nodelay(true) {
+                    tracing::warn!("cannot set TCP_NODELAY: {error}");
+                }
+                let connection = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), endpoint.clone());
+                let connection = graceful.watch(connection);
+                tokio::spawn(async move {
+                    if let Err(error) = connection.await {
+                        tracing::warn!("serving a connection failed: {error}");
+                    }
+                });
+            }
+            () = &mut shutdown => break,
+        }
+    }
+    tokio::select! {
+        () = graceful.shutdown() => {}
+        () = tokio::time::sleep(SHUTDOWN_GRACE) => {
+            tracing::warn!("open connections did not finish within {SHUTDOWN_GRACE:?}");
+        }
+    }
 }
 
 /// Registers `uri` with the admin API at `admin`, retrying while it does not answer.

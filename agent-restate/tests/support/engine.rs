@@ -95,6 +95,8 @@ struct NodeSpec<'a> {
     replication: u8,
     auto_provision: bool,
     metadata_addresses: &'a [String],
+    /// More `[worker.invoker]` keys (TOML lines), e.g. for the cluster bench.
+    invoker: &'a str,
 }
 
 #[derive(Clone, Copy)]
@@ -107,6 +109,12 @@ struct Ports {
 impl Engine {
     /// Starts a single-node cluster of its own and waits until it is ready.
     pub fn start(binary: &Path) -> Engine {
+        Engine::start_with(binary, "")
+    }
+
+    /// [`Engine::start`] with more `[worker.invoker]` keys (TOML lines). The server ignores
+    /// keys it does not know: check them in [`Engine::dump_config`].
+    pub fn start_with(binary: &Path, invoker: &str) -> Engine {
         let cluster = unique_name();
         let [ports] = free_ports::<1>();
         let mut engine = Engine::prepare(
@@ -118,6 +126,7 @@ impl Engine {
                 replication: 1,
                 auto_provision: true,
                 metadata_addresses: &[],
+                invoker,
             },
         );
         engine.spawn();
@@ -163,7 +172,8 @@ impl Engine {
         config += &format!(
             "\n[admin]\nbind-address = \"127.0.0.1:{admin}\"\n\
              \n[ingress]\nbind-address = \"127.0.0.1:{ingress}\"\n\
-             \n[worker.invoker]\ninactivity-timeout = \"{INACTIVITY}\"\n"
+             \n[worker.invoker]\ninactivity-timeout = \"{INACTIVITY}\"\n{invoker}\n",
+            invoker = spec.invoker,
         );
         let config_path = dir.join("config.toml");
         fs::write(&config_path, config).expect("write the engine config");
@@ -414,6 +424,7 @@ impl Cluster {
                         replication: 2,
                         auto_provision: i == 0,
                         metadata_addresses: &addresses,
+                        invoker: "",
                     },
                 )
             })

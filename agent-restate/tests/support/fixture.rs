@@ -5,7 +5,8 @@
 //! The fixture worker's composition: a scripted model that follows a plan in the run's
 //! input, counting tools, and an approval guard. Every real model request and every tool
 //! execution appends a line to a file in `FIXTURE_DIR`, so tests count them across
-//! processes.
+//! processes. The cluster bench serves the same model and tools from the local daemon
+//! ([`model`], [`tools`]), logging to a directory of its own.
 //!
 //! The plan is the input's words after the first (a tag naming the run in the logs); model
 //! turn `k` plays word `k`:
@@ -16,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,17 +54,19 @@ fn millis(var: &str) -> Duration {
     )
 }
 
-fn append(file: &str, line: &str) {
+fn append(dir: &Path, file: &str, line: &str) {
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(dir().join(file))
+        .open(dir.join(file))
     {
         let _ = writeln!(f, "{line} {}", std::process::id());
     }
 }
 
-struct Script;
+struct Script {
+    dir: PathBuf,
+}
 
 struct Slow {
     items: std::collections::VecDeque<(Duration, StreamEvent)>,
@@ -74,7 +77,10 @@ impl EventStream for Slow {
         Box::pin(async move {
             match self.items.pop_front() {
                 Some((pause, item)) => {
-                    tokio::time::sleep(pause).await;
+                    // A zero sleep still waits for the timer's next tick (up to 1 ms).
+                    if !pause.is_zero() {
+                        tokio::time::sleep(pause).await;
+                    }
                     Ok(Some(item))
                 }
                 None => Ok(None),
@@ -126,9 +132,9 @@ impl ModelProvider for Script {
             .filter(|m| m.role() == Role::Assistant)
             .count();
         let word = plan.get(turn).cloned().unwrap_or_default();
-        append("model.log", &format!("{tag} {turn} {word}"));
+        append(&self.dir, "model.log", &format!("{tag} {turn} {word}"));
         if format!("{messages:?}").contains(agent_restate::execution::UNCERTAIN_CALL) {
-            append("uncertain.log", &format!("{tag} {turn}"));
+            append(&self.dir, "uncertain.log", &format!("{tag} {turn}"));
         }
         let items = match word.as_str() {
             "text" => done("hello from the cluster"),
@@ -168,6 +174,7 @@ impl ModelProvider for Script {
 
 struct Counting {
     definition: Definition,
+    dir: PathBuf,
 }
 
 impl Tool for Counting {
@@ -182,7 +189,7 @@ impl Tool for Counting {
     ) -> BoxFuture<'a, Result<ToolResult, ExecutionError>> {
         Box::pin(async move {
             let name = self.definition.name().to_owned();
-            append(&format!("{name}.count"), call.id());
+            append(&self.dir, &format!("{name}.count"), call.id());
             tokio::time::sleep(millis("FIXTURE_TOOL_MS")).await;
             Ok(ToolResult::success(call.id(), format!("{name} ran")))
         })
@@ -226,13 +233,35 @@ impl ToolDispatchGuard for Approval {
     }
 }
 
-fn tool(name: &str, effect: Effect, replay: ReplaySafety) -> Arc<dyn Tool> {
+fn tool(dir: &Path, name: &str, effect: Effect, replay: ReplaySafety) -> Arc<dyn Tool> {
     let definition = Definition::builder(name, format!("The fixture's {name}."))
         .effect(effect)
         .replay_safety(replay)
         .build()
         .expect("definition");
-    Arc::new(Counting { definition })
+    Arc::new(Counting {
+        definition,
+        dir: dir.to_owned(),
+    })
+}
+
+/// The scripted model, logging its requests to `dir`.
+pub fn model(dir: &Path) -> Arc<dyn ModelProvider> {
+    Arc::new(Script {
+        dir: dir.to_owned(),
+    })
+}
+
+/// The counting tools, logging their executions to `dir`.
+pub fn tools(dir: &Path) -> BTreeMap<String, Arc<dyn Tool>> {
+    [
+        tool(dir, "count_unsafe", Effect::Mutating, ReplaySafety::Unsafe),
+        tool(dir, "count_safe", Effect::ReadOnly, ReplaySafety::Safe),
+        tool(dir, "guarded", Effect::Mutating, ReplaySafety::Unsafe),
+    ]
+    .into_iter()
+    .map(|t| (t.definition().name().to_owned(), t))
+    .collect()
 }
 
 /// The fixture's factory.
@@ -267,15 +296,7 @@ impl RunFactory for Fixture {
     }
 
     fn engine(&self, hooks: &Hooks) -> Result<Engine, String> {
-        let tools: BTreeMap<String, Arc<dyn Tool>> = [
-            tool("count_unsafe", Effect::Mutating, ReplaySafety::Unsafe),
-            tool("count_safe", Effect::ReadOnly, ReplaySafety::Safe),
-            tool("guarded", Effect::Mutating, ReplaySafety::Unsafe),
-        ]
-        .into_iter()
-        .map(|t| (t.definition().name().to_owned(), t))
-        .collect();
-        let base = Arc::new(Dispatcher::new(tools).map_err(|e| e.to_string())?);
+        let base = Arc::new(Dispatcher::new(tools(&dir())).map_err(|e| e.to_string())?);
         let guards: Vec<Arc<dyn ToolDispatchGuard>> = vec![
             Arc::new(Approval),
             Arc::new(ToolClaims::new(self.runs.clone())),
@@ -283,7 +304,7 @@ impl RunFactory for Fixture {
         let pipeline = compose_pipeline(base, guards, Vec::new()).map_err(|e| e.to_string())?;
         let plans = StaticToolPlanSource::new(pipeline).map_err(|e| e.to_string())?;
         hooks
-            .apply(Engine::builder(hooks.provider(Arc::new(Script)), plans))
+            .apply(Engine::builder(hooks.provider(model(&dir())), plans))
             .build()
             .map_err(|e| e.to_string())
     }

@@ -9,6 +9,7 @@
 //! that address is a small TCP balancer: each new connection goes to the next worker that
 //! accepts, so when one is killed the engine's retry lands on another.
 
+use std::collections::BTreeMap;
 use std::net::{SocketAddr, TcpListener as StdListener};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -31,6 +32,8 @@ pub fn free_port() -> u16 {
 pub struct Balancer {
     pub address: SocketAddr,
     backends: Arc<Mutex<Vec<SocketAddr>>>,
+    /// The connections each backend was given so far.
+    connections: Arc<Mutex<BTreeMap<SocketAddr, usize>>>,
     _runtime: tokio::runtime::Runtime,
 }
 
@@ -46,14 +49,16 @@ impl Balancer {
             .unwrap();
         let address = listener.local_addr().unwrap();
         let backends: Arc<Mutex<Vec<SocketAddr>>> = Arc::default();
+        let connections: Arc<Mutex<BTreeMap<SocketAddr, usize>>> = Arc::default();
         let next = Arc::new(AtomicUsize::new(0));
         let shared = backends.clone();
+        let counted = connections.clone();
         runtime.spawn(async move {
             loop {
                 let Ok((mut inbound, _)) = listener.accept().await else {
                     continue;
                 };
-                let (backends, next) = (shared.clone(), next.clone());
+                let (backends, next, counted) = (shared.clone(), next.clone(), counted.clone());
                 tokio::spawn(async move {
                     let candidates = backends.lock().unwrap().clone();
                     for _ in 0..candidates.len() {
@@ -61,6 +66,11 @@ impl Balancer {
                         if let Ok(mut outbound) =
                             tokio::net::TcpStream::connect(candidates[i]).await
                         {
+                            // HTTP/2 exchanges small frames both ways: with Nagle's algorithm
+                            // on a relay, each waits for the peer's delayed ACK (about 40 ms).
+                            let _ = inbound.set_nodelay(true);
+                            let _ = outbound.set_nodelay(true);
+                            *counted.lock().unwrap().entry(candidates[i]).or_default() += 1;
                             let _ =
                                 tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
                             return;
@@ -72,6 +82,7 @@ impl Balancer {
         Balancer {
             address,
             backends,
+            connections,
             _runtime: runtime,
         }
     }
@@ -82,6 +93,13 @@ impl Balancer {
 
     pub fn add(&self, backend: SocketAddr) {
         self.backends.lock().unwrap().push(backend);
+    }
+
+    /// The connections each backend was given so far (the cluster bench reads how the
+    /// engine's connections spread).
+    #[allow(dead_code, reason = "only the cluster bench reads it")]
+    pub fn connections(&self) -> BTreeMap<SocketAddr, usize> {
+        self.connections.lock().unwrap().clone()
     }
 }
 
