@@ -57,6 +57,11 @@ const CONFIGS: [(&str, &str); 2] = [
         "http2-streams-per-connection-limit = 1",
     ),
 ];
+/// The configuration of the bounded phase: the engine's defaults, each worker running at
+/// most [`BOUNDED_EXECUTIONS`] executions at once.
+const BOUNDED: (&str, &str) = ("defaults, 1 execution per worker", "");
+/// Executions a worker runs at once in the bounded phase.
+const BOUNDED_EXECUTIONS: usize = 1;
 /// Runs in flight in the spread check at low concurrency.
 const FEW_IN_FLIGHT: usize = 1;
 /// Workers in the spread check: more than the engine's partitions (4 in the harness).
@@ -724,8 +729,9 @@ fn throughput_once(
     workers: usize,
     (config, invoker): (&'static str, &str),
     runs: usize,
+    env: &[(&str, &str)],
 ) -> Throughput {
-    let cluster = Cluster::start(binary, invoker, workers, &[]);
+    let cluster = Cluster::start(binary, invoker, workers, env);
     // Registration's discovery requests came through the balancer too.
     let registered = cluster.balancer.connections();
     let before = Cpu::now(&cluster);
@@ -800,13 +806,24 @@ fn throughput(runtime: &tokio::runtime::Runtime, binary: &Path) {
     let mut results = Vec::new();
     for config in configs {
         for workers in [1, 2, 4] {
-            let result = throughput_once(runtime, binary, workers, config, runs);
+            let result = throughput_once(runtime, binary, workers, config, runs, &[]);
             report_throughput(&result);
             results.push(result);
         }
     }
+    // Workers whose own capacity is the limit: each runs BOUNDED_EXECUTIONS at once
+    // (`WorkerConfig::max_executions`), so the runs are latency-bound at the workers and
+    // adding workers adds capacity, until the engine saturates.
+    let bounded_runs = env_usize("BENCH_BOUNDED_RUNS", 300);
+    let bound = BOUNDED_EXECUTIONS.to_string();
+    let env = [("AGENT_RESTATE_MAX_EXECUTIONS", bound.as_str())];
+    for workers in [1, 2, 4] {
+        let result = throughput_once(runtime, binary, workers, BOUNDED, bounded_runs, &env);
+        report_throughput(&result);
+        results.push(result);
+    }
     println!();
-    for config in configs {
+    for config in configs.into_iter().chain([BOUNDED]) {
         let of = |w: usize| {
             results
                 .iter()

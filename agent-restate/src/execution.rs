@@ -58,7 +58,7 @@ pub const UNCERTAIN_CALL: &str = agent_core::agent::UNCERTAIN_CALL_NOT_RUN_AGAIN
 /// use agent_core::stage::{Dispatcher, StaticToolPlanSource};
 /// use agent_restate::execution::{DurableRuns, Hooks, RunFactory};
 /// use agent_restate::record::CatalogEntry;
-/// use agent_restate::worker::{WorkerConfig, DEFAULT_SUSPEND_AFTER, serve};
+/// use agent_restate::worker::{WorkerConfig, DEFAULT_MAX_EXECUTIONS, DEFAULT_SUSPEND_AFTER, serve};
 ///
 /// struct Greeter(Arc<DurableRuns>);
 ///
@@ -90,6 +90,7 @@ pub const UNCERTAIN_CALL: &str = agent_core::agent::UNCERTAIN_CALL_NOT_RUN_AGAIN
 ///     admin: "http://127.0.0.1:9070".into(),
 ///     ingress: "http://127.0.0.1:8080".into(),
 ///     suspend_after: DEFAULT_SUSPEND_AFTER,
+///     max_executions: DEFAULT_MAX_EXECUTIONS,
 /// };
 /// let factory = Arc::new(Greeter(Arc::new(DurableRuns::new())));
 /// serve(factory, config, async { let _ = tokio::signal::ctrl_c().await; }).await?;
@@ -514,12 +515,18 @@ impl ToolDispatchGuard for ToolClaims {
 pub struct Worker<F> {
     factory: Arc<F>,
     ingress: Ingress,
+    executions: Arc<tokio::sync::Semaphore>,
 }
 
 impl<F: RunFactory> Worker<F> {
-    /// A worker over `factory`, writing records through `ingress`.
-    pub fn new(factory: Arc<F>, ingress: Ingress) -> Self {
-        Worker { factory, ingress }
+    /// A worker over `factory`, writing records through `ingress`, running at most
+    /// `max_executions` executions at once (at least one); the others wait for a turn.
+    pub fn new(factory: Arc<F>, ingress: Ingress, max_executions: usize) -> Self {
+        Worker {
+            factory,
+            ingress,
+            executions: Arc::new(tokio::sync::Semaphore::new(max_executions.max(1))),
+        }
     }
 }
 
@@ -536,7 +543,15 @@ impl<F: RunFactory> Executor for Worker<F> {
     ) -> BoxFuture<'static, Result<Step, String>> {
         let factory = self.factory.clone();
         let ingress = self.ingress.clone();
-        Box::pin(async move { execute(&*factory, ingress, start, answers, cancelled).await })
+        let executions = self.executions.clone();
+        Box::pin(async move {
+            // A waiting run holds no permit: its execution ended when it began to wait.
+            let _permit = executions
+                .acquire_owned()
+                .await
+                .map_err(|_| "the worker is stopping".to_owned())?;
+            execute(&*factory, ingress, start, answers, cancelled).await
+        })
     }
 }
 

@@ -30,7 +30,14 @@ pub struct WorkerConfig {
     /// How long a run may wait (for an answer or cancellation) before the engine suspends
     /// it and it holds no worker; [`DEFAULT_SUSPEND_AFTER`] unless set.
     pub suspend_after: Duration,
+    /// Most executions this worker runs at once ([`DEFAULT_MAX_EXECUTIONS`] unless set): a
+    /// run's model and tools hold memory and connections while it executes. Executions past
+    /// the bound wait for a turn; runs waiting for an answer do not count.
+    pub max_executions: usize,
 }
+
+/// The default of [`WorkerConfig::max_executions`].
+pub const DEFAULT_MAX_EXECUTIONS: usize = 256;
 
 /// The default of [`WorkerConfig::suspend_after`]: the engine's own inactivity default.
 pub const DEFAULT_SUSPEND_AFTER: Duration = Duration::from_secs(60);
@@ -59,8 +66,11 @@ pub async fn serve<F: RunFactory>(
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .map_err(|e| WorkerError::Listen(config.listen, e))?;
-    let executor: Arc<dyn Executor> =
-        Arc::new(Worker::new(factory, Ingress::new(&config.ingress)?));
+    let executor: Arc<dyn Executor> = Arc::new(Worker::new(
+        factory,
+        Ingress::new(&config.ingress)?,
+        config.max_executions,
+    ));
     let endpoint = Endpoint::builder()
         .bind(
             AgentRun::new(executor.clone())

@@ -188,6 +188,10 @@ pub fn worker_main<F: agent_restate::execution::RunFactory>(factory: F) {
                 agent_restate::worker::DEFAULT_SUSPEND_AFTER,
                 Duration::from_millis,
             ),
+        max_executions: std::env::var("AGENT_RESTATE_MAX_EXECUTIONS")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(agent_restate::worker::DEFAULT_MAX_EXECUTIONS),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

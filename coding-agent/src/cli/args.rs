@@ -347,9 +347,21 @@ pub struct WorkerArgs {
     /// worker.
     #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub suspend_after: u64,
+    /// Most runs this worker executes at once; more wait for a turn (runs waiting for an
+    /// answer do not count).
+    #[arg(long, value_name = "N", default_value_t = agent_restate::worker::DEFAULT_MAX_EXECUTIONS, value_parser = parse_max_executions)]
+    pub max_executions: usize,
     /// Which model the worker's runs use.
     #[command(flatten)]
     pub model: ModelArgs,
+}
+
+/// `--max-executions`: 1 to 65,536.
+fn parse_max_executions(value: &str) -> Result<usize, String> {
+    match value.parse::<usize>() {
+        Ok(n) if (1..=65_536).contains(&n) => Ok(n),
+        _ => Err("expected a whole number from 1 to 65536".to_owned()),
+    }
 }
 
 /// `agent serve`'s limits; each unset one keeps its default. Checked before the daemon
@@ -879,6 +891,50 @@ mod tests {
         match parse(args.iter().copied()) {
             Err(ParseOutcome::Usage(message)) => message,
             other => panic!("{args:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_worker_takes_its_cluster_and_its_bounds() {
+        let Ok(Parsed {
+            invocation: Invocation::Worker(worker),
+            ..
+        }) = parse([
+            "worker",
+            "--admin",
+            "http://a:9070",
+            "--max-executions",
+            "8",
+        ])
+        else {
+            panic!("a worker");
+        };
+        assert_eq!(
+            (
+                worker.admin.as_str(),
+                worker.max_executions,
+                worker.suspend_after
+            ),
+            ("http://a:9070", 8, 60)
+        );
+        assert_eq!(worker.listen.to_string(), "127.0.0.1:9080");
+        let Ok(Parsed {
+            invocation: Invocation::Worker(defaults),
+            ..
+        }) = parse(["worker"])
+        else {
+            panic!("a worker");
+        };
+        assert_eq!(
+            defaults.max_executions,
+            agent_restate::worker::DEFAULT_MAX_EXECUTIONS
+        );
+        for refused in [
+            &["worker", "--max-executions", "0"][..],
+            &["worker", "--suspend-after", "0"][..],
+            &["worker", "--listen", "nowhere"][..],
+        ] {
+            assert!(parse(refused.iter().copied()).is_err(), "{refused:?}");
         }
     }
 

@@ -81,6 +81,7 @@ pub async fn worker(args: &WorkerArgs) -> Result<ExitCode, CliError> {
         admin: args.admin.clone(),
         ingress: args.ingress.clone(),
         suspend_after: Duration::from_secs(args.suspend_after),
+        max_executions: args.max_executions,
     };
     crate::cli::output::eprintln(&format!(
         "agent: worker for {} on {} (advertised as {}), registering with {} (pid {}); stop with Ctrl-C or SIGTERM",
