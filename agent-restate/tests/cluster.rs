@@ -591,3 +591,32 @@ fn a_three_node_cluster_loses_a_node_mid_run_and_the_run_continues() {
     );
     assert_eq!(deltas_containing(&events, "partial"), 1);
 }
+
+#[test]
+fn a_worker_runs_at_most_its_bound_of_executions_at_once() {
+    let _turn = lock();
+    let Some(mut setup) = Setup::start(&[
+        ("FIXTURE_SLOW_MS", "2000"),
+        ("AGENT_RESTATE_MAX_EXECUTIONS", "1"),
+    ]) else {
+        return;
+    };
+    // One worker serves both runs: the bound is a worker's own.
+    let second = setup.workers[1].pid();
+    setup.kill_worker(second);
+    setup.start_run("run-bound-a", "bounda slow");
+    setup.start_run("run-bound-b", "boundb slow");
+    setup.wait_until("no run executes", || {
+        setup.lines("model.log", "bounda") + setup.lines("model.log", "boundb") == 1
+    });
+    // The other run waits for the one execution the worker allows.
+    std::thread::sleep(Duration::from_millis(1000));
+    let executing = setup.lines("model.log", "bounda") + setup.lines("model.log", "boundb");
+    assert_eq!(executing, 1, "past the bound, the second run waits");
+    for run in ["run-bound-a", "run-bound-b"] {
+        let events = setup.wait_ended(run);
+        assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
+    }
+    assert_eq!(setup.lines("model.log", "bounda 0 "), 1);
+    assert_eq!(setup.lines("model.log", "boundb 0 "), 1);
+}
