@@ -123,6 +123,18 @@ impl Hooks {
         })
     }
 
+    /// Lets `observer` (a log projection, metrics) see the run's events once each, as they
+    /// are published, instead of every execution's events as the kernel emits them: a
+    /// replayed prefix, or the events of an execution that ended waiting, would otherwise
+    /// reach it again.
+    pub fn observe_published(&self, observer: Arc<dyn Observer>) {
+        self.execution
+            .observers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(observer);
+    }
+
     /// The run's id as the engine's only id, the replaying broker and the publishing
     /// observer.
     pub fn apply(&self, builder: EngineBuilder) -> EngineBuilder {
@@ -181,7 +193,6 @@ impl Drop for Registered<'_> {
 }
 
 /// The state one execution's hooks share.
-#[derive(Debug)]
 pub struct Execution {
     run_id: String,
     token: String,
@@ -195,10 +206,22 @@ pub struct Execution {
     /// Set when a record write failed: the execution fails and is retried.
     broken: Mutex<Option<String>>,
     aborted: CancellationToken,
-    events: Mutex<Vec<WireEvent>>,
+    /// The run's events in their wire form, with the kernel's envelope of each.
+    events: Mutex<Vec<(WireEvent, Envelope)>>,
+    /// Observers that see the events as they are published ([`Hooks::observe_published`]).
+    observers: Mutex<Vec<Arc<dyn Observer>>>,
     determined: AtomicUsize,
     waiting: Mutex<Option<String>>,
     waiting_notify: Notify,
+}
+
+impl std::fmt::Debug for Execution {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Execution")
+            .field("run_id", &self.run_id)
+            .field("token", &self.token)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Execution {
@@ -230,7 +253,7 @@ impl Execution {
     /// The name of the run's terminal event, from the buffered events.
     fn terminal_kind(&self) -> String {
         let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let kind = events.iter().rev().find_map(|e| terminal_name(e.kind));
+        let kind = events.iter().rev().find_map(|(e, _)| terminal_name(e.kind));
         kind.unwrap_or("run.failed").to_owned()
     }
 
@@ -246,18 +269,35 @@ impl Execution {
         if upto <= *published {
             return Ok(());
         }
-        let batch: Vec<WireEvent> = {
+        let (batch, envelopes): (Vec<WireEvent>, Vec<Envelope>) = {
             let events = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-            events[*published..upto.min(events.len())].to_vec()
+            let range = *published..upto.min(events.len());
+            events[range].iter().cloned().unzip()
         };
-        let token = format!("{}-append-{}", self.token, *published);
-        for chunk in batch.chunks(MAX_EVENTS_PER_PAGE) {
+        for (index, chunk) in batch.chunks(MAX_EVENTS_PER_PAGE).enumerate() {
+            // One key per chunk: a retried request is applied once, each chunk once.
+            let first = *published + index * MAX_EVENTS_PER_PAGE;
+            let token = format!("{}-append-{first}", self.token);
             let _: u64 = self
                 .ingress
                 .call(&self.record("append"), chunk, Some(&token))
                 .await?;
         }
         *published += batch.len();
+        // Observers see each event once, when it is published: not again on a replay, and
+        // never an event of an execution cut off or ended waiting.
+        let observers = self
+            .observers
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        for envelope in &envelopes {
+            for observer in &observers {
+                if let Err(error) = observer.publish(envelope).await {
+                    tracing::warn!(run = %self.run_id, "an observer refused an event: {error}");
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -421,7 +461,7 @@ impl Observer for EventSink {
                 .events
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
-                .push(wire);
+                .push((wire, envelope.clone()));
         }
         Box::pin(std::future::ready(Ok(())))
     }
@@ -601,6 +641,7 @@ async fn execute<F: RunFactory>(
         broken: Mutex::new(None),
         aborted: CancellationToken::new(),
         events: Mutex::new(Vec::new()),
+        observers: Mutex::new(Vec::new()),
         determined: AtomicUsize::new(0),
         waiting: Mutex::new(None),
         waiting_notify: Notify::new(),

@@ -203,6 +203,17 @@ impl Setup {
         }
     }
 
+    /// The sequences an observer of published events saw for `run_id`, in order.
+    fn observed(&self, run_id: &str) -> Vec<u64> {
+        let text = std::fs::read_to_string(self.dir.join("observed.log")).unwrap_or_default();
+        text.lines()
+            .filter_map(|line| {
+                let mut words = line.split(' ');
+                (words.next() == Some(run_id)).then(|| words.next()?.parse().ok())?
+            })
+            .collect()
+    }
+
     fn wait_ended(&self, run_id: &str) -> Vec<Value> {
         self.wait_until(&format!("run {run_id} never ended"), || {
             !self.state(run_id)["ended"].is_null()
@@ -338,6 +349,12 @@ fn a_killed_worker_s_run_continues_elsewhere_without_asking_a_finished_turn_agai
         "no duplicated partial delta"
     );
     assert_eq!(setup.lines("count_safe.count", "call-0"), 1);
+    let published: Vec<u64> = (1..=events.len() as u64).collect();
+    assert_eq!(
+        setup.observed("run-failover"),
+        published,
+        "observed once each, in order"
+    );
     let last_pid = std::fs::read_to_string(setup.dir.join("model.log"))
         .unwrap()
         .lines()
@@ -461,6 +478,13 @@ fn an_approval_survives_every_worker_and_bad_answers_change_nothing() {
     );
     let events = setup.wait_ended("run-ask");
     assert_eq!(kind(events.last().unwrap()), RUN_COMPLETED);
+    // Two executions ran (before and after the answer), on different workers.
+    let published: Vec<u64> = (1..=events.len() as u64).collect();
+    assert_eq!(
+        setup.observed("run-ask"),
+        published,
+        "observed once each, in order"
+    );
     assert_eq!(setup.lines("guarded.count", "call-0"), 1);
 }
 

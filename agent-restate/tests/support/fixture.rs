@@ -303,9 +303,25 @@ impl RunFactory for Fixture {
         ];
         let pipeline = compose_pipeline(base, guards, Vec::new()).map_err(|e| e.to_string())?;
         let plans = StaticToolPlanSource::new(pipeline).map_err(|e| e.to_string())?;
+        hooks.observe_published(Arc::new(Observed(dir())));
         hooks
             .apply(Engine::builder(hooks.provider(model(&dir())), plans))
             .build()
             .map_err(|e| e.to_string())
+    }
+}
+
+/// Logs each event it sees (`RUN SEQUENCE`) in `observed.log`: what an observer of
+/// published events sees, across every execution of every worker.
+struct Observed(PathBuf);
+
+impl agent_core::event::Observer for Observed {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a agent_core::event::Envelope,
+    ) -> BoxFuture<'a, Result<(), agent_core::event::ObserverError>> {
+        let line = format!("{} {}", envelope.run_id(), envelope.sequence());
+        append(&self.0, "observed.log", &line);
+        Box::pin(std::future::ready(Ok(())))
     }
 }

@@ -48,11 +48,9 @@ impl RunFactory for CodingWorker {
             hooks.provider(components.model_provider.clone()),
             components.mcp_source.clone(),
         ));
-        hooks
-            .apply(builder)
-            .observer(observer)
-            .build()
-            .map_err(|e| e.to_string())
+        // The log sees each event once, when the cluster publishes it.
+        hooks.observe_published(observer);
+        hooks.apply(builder).build().map_err(|e| e.to_string())
     }
 }
 
